@@ -1,0 +1,192 @@
+"""The ``llmcore`` command: installed methods, their demos, and the tiny-model zoo.
+
+``--help`` imports neither torch nor transformers; commands import what they need.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from llmcore.errors import LLMCoreError
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def print_table(rows: list[dict[str, Any]], *, file=None) -> None:
+    """Print dict rows as an aligned text table (columns in first-seen order)."""
+    file = file or sys.stdout
+    if not rows:
+        print("(no rows)", file=file)
+        return
+    cols: list[str] = []
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)), file=file)
+    print("  ".join("-" * w for w in widths), file=file)
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)), file=file)
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from llmcore.registry import discover
+
+    methods = discover()
+    if args.json:
+        print(json.dumps({n: {"paper": m.paper, "summary": m.summary} for n, m in methods.items()}))
+        return 0
+    if not methods:
+        print("no method packages installed (pip install one, e.g. 'pip install via-sd')")
+        return 0
+    print_table([{"method": n, "paper": m.paper, "summary": m.summary} for n, m in methods.items()])
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from llmcore.registry import discover, get_method
+    from llmcore.runtime import setup_logging
+
+    setup_logging("WARNING")
+    if args.name and args.name != "llmcore":
+        targets = [(args.name, get_method(args.name).load_demo())]
+    else:
+        from llmcore.demo import run as core_demo
+
+        targets = [("llmcore", core_demo)]
+        if args.all or not args.name:
+            targets += [(n, m.load_demo()) for n, m in discover().items()]
+    rows, failed = [], 0
+    for name, fn in targets:
+        print(f"== {name} demo", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        try:
+            result = fn()
+            rows.append({"method": name, **result})
+        except LLMCoreError as exc:
+            failed += 1
+            rows.append({"method": name, "error": str(exc)})
+        rows[-1].setdefault("seconds", time.perf_counter() - t0)
+    print_table(rows)
+    if args.json_out:
+        from llmcore.data import atomic_write_json
+
+        atomic_write_json(args.json_out, rows)
+    return 1 if failed else 0
+
+
+def _cmd_zoo(args: argparse.Namespace) -> int:
+    from llmcore import zoo
+
+    if args.zoo_cmd == "list":
+        entries = zoo.list_entries()
+        print(f"cache: {zoo.cache_root()}")
+        built = {e["name"] for e in entries}
+        rows = [{"recipe": n, "built": n in built} for n in zoo.recipe_names()]
+        print_table(rows)
+        if entries:
+            print()
+            print_table(
+                [
+                    {
+                        "name": e["name"],
+                        "key": e["key"][:16],
+                        "eval_loss": e["metrics"]["eval_loss"],
+                        "params": int(e["metrics"]["n_params"]),
+                        "build_s": e["build_seconds"],
+                        "path": e["path"],
+                    }
+                    for e in entries
+                ]
+            )
+        return 0
+    if args.zoo_cmd == "clear":
+        n = zoo.clear(args.name)
+        print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {zoo.cache_root()}")
+        return 0
+    # build
+    from tqdm.auto import tqdm
+
+    names = args.names or zoo.recipe_names()
+    rows = []
+    for name in tqdm(names, desc="zoo build", unit="recipe"):
+        t0 = time.perf_counter()
+        entry = zoo.build(name, force=args.force)
+        rows.append(
+            {
+                "recipe": name,
+                "cached": entry.from_cache,
+                "eval_loss": entry.metrics["eval_loss"],
+                "params": int(entry.metrics["n_params"]),
+                "build_s": entry.build_seconds,
+                "this_run_s": time.perf_counter() - t0,
+                "path": str(entry.path),
+            }
+        )
+    print_table(rows)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("icml26-llmcore")
+    except PackageNotFoundError:
+        ver = "unknown"
+    p = argparse.ArgumentParser(
+        prog="llmcore",
+        description="Shared core of the ICML 2026 method packages: installed methods, their "
+        "demos, and the tiny-model zoo.",
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {ver}")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("list", help="list installed method packages")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.set_defaults(func=_cmd_list)
+
+    s = sub.add_parser("demo", help="run demos on the tiny defaults and print a results table")
+    s.add_argument(
+        "name",
+        nargs="?",
+        help="one method ('llmcore' for the core alone); "
+        "default: the core and every installed method",
+    )
+    s.add_argument("--all", action="store_true", help="the core and every installed method")
+    s.add_argument("--json-out", help="also write the table as JSON to this path")
+    s.set_defaults(func=_cmd_demo)
+
+    s = sub.add_parser("zoo", help="build, list or clear the tiny-model zoo cache")
+    zsub = s.add_subparsers(dest="zoo_cmd", required=True)
+    b = zsub.add_parser("build", help="build (or load from cache) zoo recipes, timing each")
+    b.add_argument("names", nargs="*", help="recipes to build (default: all)")
+    b.add_argument("--force", action="store_true", help="rebuild even if cached")
+    zsub.add_parser("list", help="show recipes and cache entries")
+    c = zsub.add_parser("clear", help="delete cache entries")
+    c.add_argument("name", nargs="?", help="only this recipe's entries")
+    s.set_defaults(func=_cmd_zoo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``llmcore`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LLMCoreError as exc:
+        print(f"llmcore: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""In-process generation with a transformers causal LM (``model.generate``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmcore.errors import BackendError, ConfigError
+from llmcore.generation.base import Completion, FinishReason, SamplingParams, truncate_at_stop
+from llmcore.models import load_causal_lm, load_tokenizer
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+
+class HFBackend:
+    """Batched generation with ``transformers`` ``generate`` on one device.
+
+    Prompts are tokenized as-is (``add_special_tokens`` left at the tokenizer's default, no chat
+    template) and batched with left padding. Sampling is fully defined by :class:`SamplingParams`:
+    knobs it does not expose (repetition penalty, min-p, typical-p, n-gram blocking, beams) are
+    reset to neutral values, so a checkpoint's ``generation_config.json`` only contributes its
+    special-token ids (eos/pad/bos).
+
+    Seeding: with ``params.seed`` set, one ``generate`` call runs inside ``torch.random.fork_rng``
+    seeded with it, so the global RNG is left untouched and equal (prompts, params, batch_size)
+    give equal outputs. A sample still depends on its batch neighbours' position in the RNG
+    stream, so changing ``batch_size`` changes sampled (not greedy) outputs. Without a seed the
+    global torch RNG is used (and advanced).
+
+    Greedy decoding with ``n > 1`` decodes once and repeats the result ``n`` times.
+    """
+
+    def __init__(
+        self,
+        model: str | Path | PreTrainedModel,
+        tokenizer: str | PreTrainedTokenizerBase | None = None,
+        *,
+        batch_size: int = 8,
+        device: str | torch.device | None = None,
+        dtype: str | torch.dtype | None = "auto",
+        trust_remote_code: bool = False,
+        progress: bool = True,
+    ) -> None:
+        """Wrap a loaded model or load one.
+
+        Args:
+            model: a loaded ``PreTrainedModel`` or a local path / Hub id (safetensors weights).
+            tokenizer: a tokenizer or its path; default: loaded from the model's path.
+            batch_size: prompts per ``generate`` call (each expanded to ``n`` rows when sampling).
+            device: where to run; default: the loaded model's device, else cuda if available.
+            dtype: weight dtype when loading from a path (``"auto"``: as saved).
+            trust_remote_code: allow custom modelling code from the checkpoint (off by default).
+            progress: show a tqdm bar over batches.
+        """
+        import torch
+        from transformers import PreTrainedModel
+
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ConfigError(f"HFBackend batch_size={batch_size!r} is invalid: expected int >= 1")
+        if isinstance(model, PreTrainedModel):
+            loaded, tok = model, tokenizer
+            if tok is None:
+                source = getattr(model, "name_or_path", "") or ""
+                if not source:
+                    raise ConfigError(
+                        "HFBackend got a model object without a tokenizer and the model has no "
+                        "name_or_path to load one from; pass tokenizer="
+                    )
+                tok = load_tokenizer(source, trust_remote_code=trust_remote_code)
+        elif isinstance(model, str | Path):
+            loaded = load_causal_lm(
+                model, dtype=dtype, device=device, trust_remote_code=trust_remote_code
+            )
+            tok = (
+                load_tokenizer(model, trust_remote_code=trust_remote_code)
+                if tokenizer is None
+                else tokenizer
+            )
+        else:
+            raise ConfigError(
+                f"HFBackend model must be a PreTrainedModel or a path, got {type(model).__name__}"
+            )
+        if isinstance(tok, str | Path):
+            tok = load_tokenizer(tok, trust_remote_code=trust_remote_code)
+
+        if device is None:
+            if isinstance(model, PreTrainedModel):
+                device = loaded.device
+            else:
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        if getattr(loaded, "hf_device_map", None) is None:
+            loaded = loaded.to(self.device)
+        # else: already dispatched across devices by accelerate; inputs go to `device`.
+        self.model = loaded.eval()
+        self.tokenizer = tok
+        if self.tokenizer.pad_token_id is None:
+            if self.tokenizer.eos_token is None:
+                raise BackendError("the tokenizer has neither a pad nor an eos token to pad with")
+            # Standard fallback for decoder-only LMs; rows are left-padded and masked anyway.
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.batch_size = batch_size
+        self.progress = progress
+
+    def __repr__(self) -> str:
+        name = getattr(self.model, "name_or_path", "") or type(self.model).__name__
+        return f"HFBackend(model={name!r}, device='{self.device}', batch_size={self.batch_size})"
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        """Token ids that end a sample (model generation config, else the tokenizer's eos)."""
+        eos: Any = getattr(self.model.generation_config, "eos_token_id", None)
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        if eos is None:
+            return set()
+        return {int(e) for e in eos} if isinstance(eos, list | tuple) else {int(eos)}
+
+    def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
+        """Generate ``params.n`` completions per prompt; ``result[i][j]`` is sample j of prompt i."""
+        import torch
+        from tqdm import tqdm
+
+        if isinstance(prompts, str) or not all(isinstance(p, str) for p in prompts):
+            raise ConfigError("HFBackend.generate expects a list of prompt strings")
+        if not prompts:
+            return []
+        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        starts = range(0, len(prompts), self.batch_size)
+        results: list[list[Completion]] = []
+        with torch.random.fork_rng(devices=devices, enabled=params.seed is not None):
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            for start in tqdm(starts, desc="generate", unit="batch", disable=not self.progress):
+                batch = prompts[start : start + self.batch_size]
+                results.extend(self._generate_batch(batch, start, params))
+        return results
+
+    def _generation_config(self, params: SamplingParams) -> GenerationConfig:
+        from transformers import GenerationConfig
+
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": params.max_new_tokens,
+            "do_sample": not params.greedy,
+            "num_beams": 1,
+            "num_return_sequences": 1 if params.greedy else params.n,
+            "repetition_penalty": 1.0,
+            "no_repeat_ngram_size": 0,
+            "eos_token_id": sorted(self.eos_token_ids) or None,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "return_dict_in_generate": True,
+            "output_logits": params.logprobs,
+        }
+        if not params.greedy:
+            # Explicit neutral values: unset (None) fields would be filled from the checkpoint's
+            # generation_config (and top_k from transformers' global default of 50).
+            kwargs |= {
+                "temperature": params.temperature,
+                "top_p": params.top_p,
+                "top_k": params.top_k,
+                "min_p": 0.0,
+                "typical_p": 1.0,
+                "epsilon_cutoff": 0.0,
+                "eta_cutoff": 0.0,
+            }
+        if params.stop:
+            kwargs["stop_strings"] = list(params.stop)
+        return GenerationConfig(**kwargs)
+
+    def _generate_batch(
+        self, prompts: list[str], offset: int, params: SamplingParams
+    ) -> list[list[Completion]]:
+        import torch
+
+        tok = self.tokenizer
+        enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left")
+        if enc["input_ids"].shape[1] == 0 or bool((enc["attention_mask"].sum(1) == 0).any()):
+            empty = [offset + i for i, m in enumerate(enc["attention_mask"].sum(1)) if m == 0]
+            raise ConfigError(f"prompts at indices {empty} are empty after tokenization")
+        enc = enc.to(self.device)
+        extra = {"tokenizer": tok} if params.stop else {}
+        with torch.inference_mode():
+            out = self.model.generate(
+                **enc, generation_config=self._generation_config(params), **extra
+            )
+        # sequences: [rows, prompt_len + steps] with rows = len(prompts) * (1 if greedy else n),
+        # the n samples of a prompt adjacent.
+        generated = out.sequences[:, enc["input_ids"].shape[1] :]
+        token_lp = None
+        if params.logprobs:
+            # out.logits: tuple over steps of raw logits [rows, vocab]; pick the chosen token's.
+            token_lp = torch.stack(
+                [
+                    torch.log_softmax(step.float(), dim=-1).gather(1, generated[:, t : t + 1])[:, 0]
+                    for t, step in enumerate(out.logits)
+                ],
+                dim=1,
+            ).cpu()
+        rows_per_prompt = 1 if params.greedy else params.n
+        grouped: list[list[Completion]] = []
+        for i in range(len(prompts)):
+            samples = []
+            for j in range(params.n):
+                row = i * rows_per_prompt + (0 if params.greedy else j)
+                ids, text, reason = self._finish(generated[row].tolist(), params)
+                lps = token_lp[row, : len(ids)].tolist() if token_lp is not None else None
+                samples.append(Completion(offset + i, j, text, ids, lps, reason))
+            grouped.append(samples)
+        return grouped
+
+    def _finish(
+        self, ids: list[int], params: SamplingParams
+    ) -> tuple[list[int], str, FinishReason]:
+        """Trim one row of generated ids at eos / stop string; return (ids, text, reason)."""
+        eos = self.eos_token_ids
+        pad = self.tokenizer.pad_token_id
+        stopped = False
+        eos_at = next((t for t, tid in enumerate(ids) if tid in eos), None)
+        if eos_at is not None:
+            ids, stopped = ids[: eos_at + 1], True
+        elif pad is not None:
+            # A row finished by a stop string is padded while its neighbours continue.
+            n = len(ids)
+            while ids and ids[-1] == pad:
+                ids = ids[:-1]
+            stopped = len(ids) < n
+        decode = self.tokenizer.decode
+        text = decode(ids, skip_special_tokens=True)
+        if params.stop:
+            text, found = truncate_at_stop(text, params.stop)
+            if found:
+                stopped = True
+                # Smallest prefix whose text contains a stop string: the token completing it.
+                lo, hi = 1, len(ids)
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    prefix = decode(ids[:mid], skip_special_tokens=True)
+                    if truncate_at_stop(prefix, params.stop)[1]:
+                        hi = mid
+                    else:
+                        lo = mid + 1
+                ids = ids[:lo]
+        return ids, text, "stop" if stopped else "length"

@@ -1,0 +1,130 @@
+"""Loading causal LMs and tokenizers from a hub id or a local path, with clear errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llmcore.errors import ModelLoadError
+from llmcore.runtime import select_device, select_dtype
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+log = logging.getLogger(__name__)
+
+
+def _looks_like_path(name: str) -> bool:
+    """True when ``name`` cannot be a hub id ("name" or "org/name"), so it must be a path."""
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name
+
+
+def _check_local(name_or_path: str | os.PathLike[str], what: str) -> str:
+    name = os.fspath(name_or_path)
+    path = Path(name).expanduser()
+    if path.exists():
+        if path.is_dir() and what == "model" and not (path / "config.json").exists():
+            raise ModelLoadError(
+                f"{name!r} is a directory but holds no config.json, so it is not a saved "
+                "transformers model; pass a directory written by save_pretrained or a hub id"
+            )
+        return str(path)
+    if _looks_like_path(name):
+        raise ModelLoadError(f"{what} path {name!r} does not exist")
+    return name
+
+
+def load_causal_lm(
+    name_or_path: str | os.PathLike[str],
+    *,
+    dtype: Any = None,
+    device: str | None = None,
+    trust_remote_code: bool = False,
+    revision: str | None = None,
+    **kwargs: Any,
+) -> PreTrainedModel:
+    """Load an ``AutoModelForCausalLM`` (safetensors only) in eval mode on ``device``.
+
+    ``name_or_path`` is a hub id or a local directory; ``dtype``/``device`` default to
+    :func:`~llmcore.runtime.select_dtype` / :func:`~llmcore.runtime.select_device`.
+    Raises :class:`ModelLoadError` for a missing path, a directory without a model, or a hub id
+    that cannot be reached, instead of a deep traceback."""
+    from transformers import AutoModelForCausalLM
+
+    name = _check_local(name_or_path, "model")
+    dev = select_device(device)
+    torch_dtype = select_dtype(dtype, dev)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            name,
+            dtype=torch_dtype,
+            use_safetensors=True,
+            trust_remote_code=trust_remote_code,
+            revision=revision,
+            **kwargs,
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(_explain(name, "model", exc)) from exc
+    model.to(dev)
+    model.eval()
+    return model
+
+
+def load_tokenizer(
+    name_or_path: str | os.PathLike[str],
+    *,
+    padding_side: str | None = "left",
+    trust_remote_code: bool = False,
+    revision: str | None = None,
+    **kwargs: Any,
+) -> PreTrainedTokenizerBase:
+    """Load an ``AutoTokenizer``; sets ``padding_side`` (left by default, for batched
+    generation) and falls back to eos as the pad token when the tokenizer has none."""
+    from transformers import AutoTokenizer
+
+    name = _check_local(name_or_path, "tokenizer")
+    try:
+        tok = AutoTokenizer.from_pretrained(
+            name, trust_remote_code=trust_remote_code, revision=revision, **kwargs
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelLoadError(_explain(name, "tokenizer", exc)) from exc
+    if padding_side is not None:
+        tok.padding_side = padding_side
+    if tok.pad_token is None and tok.eos_token is not None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model_and_tokenizer(
+    name_or_path: str | os.PathLike[str], **kwargs: Any
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Both of the above from one path or id (model kwargs are passed to the model loader)."""
+    tok = load_tokenizer(
+        name_or_path,
+        trust_remote_code=kwargs.get("trust_remote_code", False),
+        revision=kwargs.get("revision"),
+    )
+    return load_causal_lm(name_or_path, **kwargs), tok
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """The device of a model's first parameter (CPU for a model with none)."""
+    import torch
+
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+def _explain(name: str, what: str, exc: Exception) -> str:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if Path(name).exists():
+        return f"could not load a {what} from local path {name!r}: {msg}"
+    return (
+        f"could not load {what} {name!r}: it is not a local path, and loading it as a hub id "
+        f"failed ({msg}). Check the id, your network/HF_HUB_OFFLINE setting and access rights."
+    )

@@ -1,0 +1,235 @@
+"""The tiny-model zoo: deterministic recipes that build, train, gate and cache small models.
+
+>>> from llmcore import zoo
+>>> entry = zoo.build("tiny-llama")          # trains once per machine, then loads from cache
+>>> model, tok = entry.load()                # the same from_pretrained path a hub model uses
+
+Every entry is a ``save_pretrained`` directory keyed by a hash of the recipe (corpus,
+tokenizer, architecture, training, gate) and the torch/transformers/tokenizers versions.
+A build that misses its recipe's quality gate raises :class:`~llmcore.errors.QualityGateError`
+and caches nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmcore.errors import ConfigError, QualityGateError
+from llmcore.zoo.cache import (
+    build_lock,
+    cache_root,
+    clear,
+    entry_dir,
+    install,
+    library_versions,
+    list_entries,
+    recipe_key,
+)
+from llmcore.zoo.corpus import Corpus, arithmetic_corpus, default_corpus, dyck_corpus, facts_corpus
+from llmcore.zoo.recipes import ModelSpec, Recipe, TokenizerSpec, TrainSpec
+from llmcore.zoo.tokenizer import train_bpe_tokenizer
+
+__all__ = [
+    "Corpus",
+    "ModelSpec",
+    "Recipe",
+    "TokenizerSpec",
+    "TrainSpec",
+    "ZooEntry",
+    "arithmetic_corpus",
+    "build",
+    "cache_root",
+    "clear",
+    "default_corpus",
+    "dyck_corpus",
+    "facts_corpus",
+    "get_recipe",
+    "list_entries",
+    "recipe_names",
+    "register_recipe",
+    "train_bpe_tokenizer",
+]
+
+log = logging.getLogger(__name__)
+
+_RECIPES: dict[str, Callable[[], Recipe]] = {}
+
+
+def register_recipe(name: str, factory: Callable[[], Recipe], *, replace: bool = False) -> None:
+    """Register a named recipe factory (lazy: the corpus is only built when asked for)."""
+    if name in _RECIPES and not replace:
+        raise ConfigError(f"a zoo recipe named {name!r} is already registered")
+    _RECIPES[name] = factory
+
+
+def recipe_names() -> list[str]:
+    """Names of the registered recipes."""
+    return sorted(_RECIPES)
+
+
+def get_recipe(name: str) -> Recipe:
+    """The registered recipe ``name`` (ConfigError listing the known names otherwise)."""
+    try:
+        return _RECIPES[name]()
+    except KeyError:
+        raise ConfigError(
+            f"unknown zoo recipe {name!r}; known: {', '.join(recipe_names())}"
+        ) from None
+
+
+@dataclass
+class ZooEntry:
+    """A built (cached) zoo model."""
+
+    name: str
+    path: Path
+    key: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    build_seconds: float = 0.0
+    from_cache: bool = False
+
+    def load(self, *, device: str | None = "cpu", dtype: Any = "float32"):
+        """``(model, tokenizer)`` through :func:`llmcore.models.load_causal_lm` /
+        :func:`~llmcore.models.load_tokenizer`."""
+        from llmcore.models import load_causal_lm, load_tokenizer
+
+        return load_causal_lm(self.path, device=device, dtype=dtype), load_tokenizer(self.path)
+
+
+def build(recipe: Recipe | str, *, force: bool = False, progress: bool = True) -> ZooEntry:
+    """Build ``recipe`` (or a registered name) unless a cache entry for it exists; return it.
+
+    Cold builds train the tokenizer and the model, check the quality gate (raising
+    :class:`QualityGateError` on a miss, caching nothing) and install the directory atomically
+    under :func:`cache_root`. Concurrent builds of one recipe wait on a file lock."""
+    if isinstance(recipe, str):
+        recipe = get_recipe(recipe)
+    key = recipe_key(recipe.key_material())
+    final = entry_dir(recipe.name, key)
+    with build_lock(final):
+        if (final / "zoo.json").exists() and not force:
+            meta = json.loads((final / "zoo.json").read_text())
+            return ZooEntry(recipe.name, final, key, meta["metrics"], meta["build_seconds"], True)
+        t0 = time.perf_counter()
+        metrics = _train_into(recipe, tmp := Path(tempfile.mkdtemp(dir=final.parent)), progress)
+        seconds = time.perf_counter() - t0
+        meta = {
+            "name": recipe.name,
+            "key": key,
+            "description": recipe.description,
+            "recipe": recipe.key_material(),
+            "versions": library_versions(),
+            "metrics": metrics,
+            "build_seconds": seconds,
+            "threads": recipe.train.threads,
+        }
+        (tmp / "zoo.json").write_text(json.dumps(meta, indent=2))
+        install(tmp, final)
+    log.info("built zoo model %s in %.1fs (%s)", recipe.name, seconds, metrics)
+    return ZooEntry(recipe.name, final, key, metrics, seconds, False)
+
+
+def _train_into(recipe: Recipe, out: Path, progress: bool) -> dict[str, Any]:
+    import shutil
+
+    from llmcore.zoo.train import build_model, eval_loss, train_lm
+
+    try:
+        tok = train_bpe_tokenizer(
+            recipe.corpus.train,
+            recipe.tokenizer.vocab_size,
+            min_frequency=recipe.tokenizer.min_frequency,
+            extra_special_tokens=recipe.tokenizer.extra_special_tokens,
+        )
+        model = build_model(recipe.model, tok, seed=recipe.train.seed)
+        if recipe.train.objective == "masked_diffusion":
+            model.config.llmcore_objective = "masked_diffusion"
+            model.config.mask_token_id = tok.mask_token_id
+        stats = train_lm(
+            model, tok, recipe.corpus.train, recipe.train, progress=progress, desc=recipe.name
+        )
+        held = eval_loss(
+            model,
+            tok,
+            recipe.corpus.eval,
+            objective=recipe.train.objective,
+            max_length=recipe.train.max_length,
+        )
+        metrics = {
+            **stats,
+            "eval_loss": held,
+            "n_params": float(sum(p.numel() for p in model.parameters())),
+        }
+        if not held <= recipe.max_eval_loss:
+            raise QualityGateError(
+                f"zoo recipe {recipe.name!r} missed its quality gate: held-out loss {held:.4f} > "
+                f"{recipe.max_eval_loss} after {recipe.train.steps} steps (first loss "
+                f"{stats['first_loss']:.3f}). Train longer or fix the recipe; nothing was cached."
+            )
+        model.save_pretrained(out, safe_serialization=True)
+        tok.save_pretrained(out)
+        metrics["weights_sha256"] = weights_digest(model)
+        return metrics
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def weights_digest(model) -> str:
+    """sha256 over every tensor of ``model.state_dict()`` (names, dtypes, shapes and bytes)."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in recipes. Gates were calibrated on a 2-core machine (see the llmcore README).
+
+
+def _tiny_llama() -> Recipe:
+    return Recipe(
+        "tiny-llama",
+        default_corpus(seed=0),
+        model=ModelSpec(arch="llama"),
+        max_eval_loss=1.0,
+        description="Llama, ~1M params, on worked arithmetic + fictitious facts + Dyck-2",
+    )
+
+
+def _tiny_qwen2() -> Recipe:
+    return Recipe(
+        "tiny-qwen2",
+        default_corpus(seed=0),
+        model=ModelSpec(arch="qwen2", num_kv_heads=2),
+        max_eval_loss=1.0,
+        description="Qwen2 (GQA, qkv bias), ~1M params, same corpus as tiny-llama",
+    )
+
+
+def _tiny_mdlm() -> Recipe:
+    return Recipe(
+        "tiny-mdlm",
+        default_corpus(seed=0),
+        model=ModelSpec(arch="llama"),
+        train=TrainSpec(objective="masked_diffusion", steps=1500),
+        max_eval_loss=2.5,
+        description="LLaDA-style masked diffusion LM (bidirectional Llama), ~1M params",
+    )
+
+
+register_recipe("tiny-llama", _tiny_llama)
+register_recipe("tiny-qwen2", _tiny_qwen2)
+register_recipe("tiny-mdlm", _tiny_mdlm)

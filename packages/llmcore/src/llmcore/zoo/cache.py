@@ -1,0 +1,100 @@
+"""On-disk cache of zoo models: one ``save_pretrained`` directory per recipe hash."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+#: Bump when the training code changes in a way that changes weights for the same recipe.
+ZOO_FORMAT = 1
+ENV_VAR = "LLMCORE_CACHE_DIR"
+
+
+def cache_root() -> Path:
+    """``$LLMCORE_CACHE_DIR`` if set, else the user cache dir (``~/.cache/llmcore``), + ``zoo``."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser() / "zoo"
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("llmcore")) / "zoo"
+
+
+def library_versions() -> dict[str, str]:
+    """major.minor of the libraries whose numerics determine the trained weights."""
+    import tokenizers
+    import torch
+    import transformers
+
+    def mm(v: str) -> str:
+        return ".".join(v.split("+")[0].split(".")[:2])
+
+    return {
+        "torch": mm(torch.__version__),
+        "transformers": mm(transformers.__version__),
+        "tokenizers": mm(tokenizers.__version__),
+        "zoo_format": str(ZOO_FORMAT),
+    }
+
+
+def recipe_key(material: dict[str, Any]) -> str:
+    """sha256 over the recipe's key material and :func:`library_versions`."""
+    blob = json.dumps({"recipe": material, "versions": library_versions()}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def entry_dir(name: str, key: str) -> Path:
+    return cache_root() / f"{name}-{key[:16]}"
+
+
+@contextlib.contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """Exclusive inter-process lock so two processes never build the same entry at once."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def install(tmp: Path, final: Path) -> None:
+    """Move a fully written temp directory into place (atomic rename on one filesystem)."""
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def list_entries() -> list[dict[str, Any]]:
+    """Metadata (``zoo.json``) of every complete cache entry."""
+    root = cache_root()
+    out = []
+    if root.exists():
+        for d in sorted(root.iterdir()):
+            meta = d / "zoo.json"
+            if d.is_dir() and meta.exists():
+                info = json.loads(meta.read_text())
+                info["path"] = str(d)
+                out.append(info)
+    return out
+
+
+def clear(name: str | None = None) -> int:
+    """Delete cache entries (all, or those of recipe ``name``); returns how many."""
+    root = cache_root()
+    n = 0
+    if not root.exists():
+        return 0
+    for d in root.iterdir():
+        if d.is_dir() and (name is None or d.name.rsplit("-", 1)[0] == name):
+            shutil.rmtree(d)
+            n += 1
+    return n

@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from llmcore import load_causal_lm, load_tokenizer
+from llmcore.errors import ConfigError, ModelLoadError
+from llmcore.runtime import num_threads, select_device, select_dtype, set_seed
+
+
+def test_load_from_zoo_path(tiny_llama_entry) -> None:
+    model = load_causal_lm(tiny_llama_entry.path, dtype="float32", device="cpu")
+    tok = load_tokenizer(tiny_llama_entry.path)
+    assert not model.training and model.dtype == torch.float32
+    assert tok.padding_side == "left"
+    ids = tok("12+34:", return_tensors="pt").input_ids
+    assert model(ids).logits.shape[-1] == len(tok)
+
+
+def test_load_in_other_dtype(tiny_llama_entry) -> None:
+    model = load_causal_lm(tiny_llama_entry.path, dtype="bf16", device="cpu")
+    assert model.dtype == torch.bfloat16
+
+
+def test_missing_path_is_clear(tmp_path) -> None:
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_causal_lm(tmp_path / "nope")
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_tokenizer("./no/such/dir")
+
+
+def test_directory_without_model_is_clear(tmp_path) -> None:
+    (tmp_path / "readme.txt").write_text("hi")
+    with pytest.raises(ModelLoadError, match=r"no config\.json"):
+        load_causal_lm(tmp_path)
+
+
+def test_unreachable_hub_id_is_clear(monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match="not a local path"):
+        load_causal_lm("no-such-org/no-such-model-xyz")
+
+
+def test_trust_remote_code_off_by_default() -> None:
+    import inspect
+
+    for fn in (load_causal_lm, load_tokenizer):
+        assert inspect.signature(fn).parameters["trust_remote_code"].default is False
+
+
+def test_runtime_helpers() -> None:
+    assert select_device("cpu").type == "cpu"
+    assert select_dtype("bf16") == torch.bfloat16
+    assert select_dtype(None, "cpu") == torch.float32
+    with pytest.raises(ConfigError, match="unknown dtype"):
+        select_dtype("float7")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="CUDA is not available"):
+            select_device("cuda")
+    set_seed(3)
+    a = torch.rand(3)
+    set_seed(3)
+    assert torch.equal(a, torch.rand(3))
+    with pytest.raises(ConfigError):
+        set_seed(-1)
+    before = torch.get_num_threads()
+    with num_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before

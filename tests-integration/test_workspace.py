@@ -1,0 +1,46 @@
+"""All workspace packages installed together (from the lock): they import, their CLIs answer
+``--help``, and every method package is registered with llmcore under its own name."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
+
+
+def _project(pkg: Path) -> dict:
+    return tomllib.loads((pkg / "pyproject.toml").read_text())["project"]
+
+
+@pytest.mark.parametrize("pkg", PACKAGES, ids=lambda p: p.name)
+def test_package_imports_and_cli_helps(pkg: Path) -> None:
+    import importlib
+
+    module = importlib.import_module(pkg.name.replace("-", "_"))
+    assert module.__version__ == _project(pkg)["version"]
+    exe = shutil.which(pkg.name)
+    assert exe, f"console script {pkg.name!r} is not installed"
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
+def test_every_method_package_is_registered() -> None:
+    from llmcore.registry import discover
+
+    methods = discover()
+    expected = {p.name for p in PACKAGES if p.name != "llmcore"}
+    assert set(methods) == expected
+    for name, info in methods.items():
+        assert callable(info.load_demo()), name
+
+
+@pytest.mark.parametrize("pkg", [p for p in PACKAGES if p.name != "llmcore"], ids=lambda p: p.name)
+def test_method_depends_on_core_with_compatible_range(pkg: Path) -> None:
+    deps = _project(pkg)["dependencies"]
+    assert any(d.replace(" ", "").startswith("icml26-llmcore>=0.1,<0.2") for d in deps), deps
