@@ -147,3 +147,22 @@ def test_corpora_are_deterministic() -> None:
             depth += 1 if ch in "([" else -1
             assert depth >= 0
         assert depth == 0
+
+
+def test_packing_trains_on_full_windows() -> None:
+    from llmcore.zoo.train import pack_windows
+
+    rows = [[1, 2, 3], [4, 5], [6, 7, 8, 9]]
+    assert pack_windows(rows, 4) == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    with pytest.raises(ConfigError, match="fewer than one window"):
+        pack_windows([[1]], 4)
+    r = _micro("micro", gate=100.0, steps=2)
+    packed = replace(r, train=replace(r.train, packing=True, max_length=16))
+    assert "packing" in packed.key_material()["train"]
+    assert "packing" not in r.key_material()["train"]
+    tok = zoo.train_bpe_tokenizer(r.corpus.train, 300)
+    model = build_model(r.model, tok)
+    from llmcore.zoo.train import train_lm
+
+    stats = train_lm(model, tok, r.corpus.train, packed.train, progress=False)
+    assert stats["final_train_loss"] > 0

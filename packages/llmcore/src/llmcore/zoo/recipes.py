@@ -64,7 +64,12 @@ class TrainSpec:
     warmup_steps: int = 100
     weight_decay: float = 0.01
     max_length: int = 96
-    """Documents are truncated to this many tokens (bos/eos included)."""
+    """Documents are truncated to this many tokens (bos/eos included); with ``packing``, the
+    length of every training window."""
+    packing: bool = False
+    """Concatenate all documents into one token stream and train on random windows of
+    ``max_length`` tokens (what stream perplexity measures), instead of one padded row per
+    document."""
     seed: int = 0
     threads: int | None = None
     """torch threads while training; ``None`` means ``$LLMCORE_ZOO_THREADS`` or 1 (see the
@@ -96,6 +101,8 @@ class Recipe:
         """What determines the trained weights (the cache key hashes this plus library versions)."""
         train = asdict(self.train)
         train.pop("threads")
+        if not train["packing"]:
+            train.pop("packing")  # keeps the keys of recipes made before the option existed
         return {
             "name": self.name,
             "corpus": {"name": self.corpus.name, "fingerprint": self.corpus.fingerprint},

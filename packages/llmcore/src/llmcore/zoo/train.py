@@ -70,6 +70,15 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor,
     return ids, att
 
 
+def pack_windows(rows: Sequence[Sequence[int]], length: int) -> list[list[int]]:
+    """Concatenate token rows into one stream and cut it into windows of ``length`` tokens
+    (the last partial window is dropped)."""
+    stream = [t for r in rows for t in r]
+    if len(stream) < length:
+        raise ConfigError(f"corpus has {len(stream)} tokens, fewer than one window of {length}")
+    return [stream[i : i + length] for i in range(0, len(stream) - length + 1, length)]
+
+
 def causal_loss(model, ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
     """Mean next-token cross-entropy over non-pad targets."""
     labels = ids.masked_fill(att == 0, -100)
@@ -108,9 +117,11 @@ def train_lm(
 
     if loss_fn is None:
         loss_fn = objective_loss(spec.objective, tokenizer)
-    rows = encode_documents(tokenizer, docs, spec.max_length)
+    rows = encode_documents(tokenizer, docs, 10**9 if spec.packing else spec.max_length)
     if not rows:
         raise ConfigError("no training documents")
+    if spec.packing:
+        rows = pack_windows(rows, spec.max_length)
     gen = torch.Generator().manual_seed(spec.seed)
     opt = torch.optim.AdamW(
         model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay, betas=(0.9, 0.98)
@@ -119,7 +130,7 @@ def train_lm(
     t0 = time.perf_counter()
     ema = first = None
     with num_threads(spec.threads or int(os.environ.get("LLMCORE_ZOO_THREADS", "1"))):
-        bar = tqdm(range(spec.steps), desc=desc, disable=not progress, leave=False)
+        bar = tqdm(range(spec.steps), desc=desc, disable=not progress, leave=False, mininterval=1.0)
         for step in bar:
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, spec)
