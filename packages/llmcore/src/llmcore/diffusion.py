@@ -83,8 +83,10 @@ def masked_diffusion_loss(
     if prompt_lengths is not None:
         pos = torch.arange(T, device=dev)[None, :]
         scorable &= pos >= prompt_lengths.to(dev)[:, None]
-    t = eps + (1 - eps) * torch.rand(B, 1, device=dev, generator=generator)
-    masked = (torch.rand(B, T, device=dev, generator=generator) < t) & scorable
+    # Draw on the generator's device (CPU generators drive CUDA models too), then move.
+    gdev = generator.device if generator is not None else dev
+    t = (eps + (1 - eps) * torch.rand(B, 1, device=gdev, generator=generator)).to(dev)
+    masked = (torch.rand(B, T, device=gdev, generator=generator).to(dev) < t) & scorable
     noisy = torch.where(masked, torch.full_like(input_ids, mask_token_id), input_ids)
     logits = diffusion_logits(model, noisy, attention_mask)
     ce = F.cross_entropy(logits.float().transpose(1, 2), input_ids, reduction="none")  # [B,T]

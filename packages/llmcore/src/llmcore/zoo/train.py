@@ -126,6 +126,7 @@ def train_lm(
     opt = torch.optim.AdamW(
         model.parameters(), lr=spec.lr, weight_decay=spec.weight_decay, betas=(0.9, 0.98)
     )
+    dev = next(model.parameters()).device
     model.train()
     t0 = time.perf_counter()
     ema = first = None
@@ -136,7 +137,7 @@ def train_lm(
                 g["lr"] = lr_at(step, spec)
             idx = torch.randint(len(rows), (spec.batch_size,), generator=gen).tolist()
             ids, att = pad_batch([rows[i] for i in idx], tokenizer.pad_token_id)
-            loss = loss_fn(model, ids, att, gen)
+            loss = loss_fn(model, ids.to(dev), att.to(dev), gen)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -188,12 +189,14 @@ def eval_loss(
     rows = encode_documents(tokenizer, docs, max_length)
     fn = objective_loss(objective, tokenizer)
     gen = torch.Generator().manual_seed(seed)
+    dev = next(model.parameters()).device
     total = weight = 0.0
     draws = 1 if objective == "causal" else 4
     with torch.no_grad():
         for _ in range(draws):
             for i in range(0, len(rows), batch_size):
                 ids, att = pad_batch(rows[i : i + batch_size], tokenizer.pad_token_id)
+                ids, att = ids.to(dev), att.to(dev)
                 n = float(att.sum() - (len(ids) if objective == "causal" else 0))
                 total += fn(model, ids, att, gen).item() * n
                 weight += n
