@@ -166,3 +166,35 @@ def test_packing_trains_on_full_windows() -> None:
 
     stats = train_lm(model, tok, r.corpus.train, packed.train, progress=False)
     assert stats["final_train_loss"] > 0
+
+
+def test_custom_loss_and_gate(tmp_path, monkeypatch) -> None:
+    from llmcore.zoo.train import causal_loss
+
+    monkeypatch.setenv("LLMCORE_CACHE_DIR", str(tmp_path))
+    r = _micro("micro", gate=100.0)
+    calls = []
+
+    def loss(model, ids, att, gen):
+        calls.append(ids.shape)
+        return causal_loss(model, ids, att)
+
+    with pytest.raises(ConfigError, match="key_extra"):
+        zoo.build(r, loss_fn=loss, progress=False)
+    plain = zoo.build(r, progress=False)
+    custom = zoo.build(
+        r,
+        loss_fn=loss,
+        gate=lambda m, t: {"probe": 1.0},
+        key_extra={"loss": "counting"},
+        progress=False,
+    )
+    assert len(calls) == r.train.steps and custom.key != plain.key
+    assert custom.metrics["probe"] == 1.0
+
+    def reject(model, tok):
+        raise QualityGateError("probe too low")
+
+    with pytest.raises(QualityGateError, match="probe too low"):
+        zoo.build(r, gate=reject, key_extra={"gate": "reject"}, progress=False)
+    assert len(zoo.list_entries()) == 2

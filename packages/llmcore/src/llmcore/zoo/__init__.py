@@ -103,28 +103,53 @@ class ZooEntry:
         return load_causal_lm(self.path, device=device, dtype=dtype), load_tokenizer(self.path)
 
 
-def build(recipe: Recipe | str, *, force: bool = False, progress: bool = True) -> ZooEntry:
+def build(
+    recipe: Recipe | str,
+    *,
+    force: bool = False,
+    progress: bool = True,
+    loss_fn: Callable[..., Any] | None = None,
+    gate: Callable[[Any, Any], dict[str, float]] | None = None,
+    key_extra: dict[str, Any] | None = None,
+) -> ZooEntry:
     """Build ``recipe`` (or a registered name) unless a cache entry for it exists; return it.
 
     Cold builds train the tokenizer and the model, check the quality gate (raising
     :class:`QualityGateError` on a miss, caching nothing) and install the directory atomically
-    under :func:`cache_root`. Concurrent builds of one recipe wait on a file lock."""
+    under :func:`cache_root`. Concurrent builds of one recipe wait on a file lock.
+
+    Method packages customise a build without copying this flow: ``loss_fn(model, input_ids,
+    attention_mask, generator)`` replaces the objective's loss (e.g. with layer dropout);
+    ``gate(model, tokenizer) -> metrics`` runs after the held-out-loss gate, its metrics are
+    recorded, and it raises :class:`QualityGateError` to reject the model. ``key_extra``
+    (JSON-serialisable) says what those callables do and joins the cache key; it is required
+    with either, since code is not hashed."""
     if isinstance(recipe, str):
         recipe = get_recipe(recipe)
-    key = recipe_key(recipe.key_material())
+    if (loss_fn is not None or gate is not None) and not key_extra:
+        raise ConfigError(
+            "build() with a custom loss_fn or gate needs key_extra describing them (e.g. "
+            "{'loss': 'layer-drop-0.2', 'gate': 'exact-match>=0.9'}): code is not hashed, so "
+            "the cache key must say what it does"
+        )
+    material = recipe.key_material()
+    if key_extra:
+        material["extra"] = key_extra
+    key = recipe_key(material)
     final = entry_dir(recipe.name, key)
     with build_lock(final):
         if (final / "zoo.json").exists() and not force:
             meta = json.loads((final / "zoo.json").read_text())
             return ZooEntry(recipe.name, final, key, meta["metrics"], meta["build_seconds"], True)
         t0 = time.perf_counter()
-        metrics = _train_into(recipe, tmp := Path(tempfile.mkdtemp(dir=final.parent)), progress)
+        tmp = Path(tempfile.mkdtemp(dir=final.parent))
+        metrics = _train_into(recipe, tmp, progress, loss_fn, gate)
         seconds = time.perf_counter() - t0
         meta = {
             "name": recipe.name,
             "key": key,
             "description": recipe.description,
-            "recipe": recipe.key_material(),
+            "recipe": material,
             "versions": library_versions(),
             "metrics": metrics,
             "build_seconds": seconds,
@@ -136,7 +161,9 @@ def build(recipe: Recipe | str, *, force: bool = False, progress: bool = True) -
     return ZooEntry(recipe.name, final, key, metrics, seconds, False)
 
 
-def _train_into(recipe: Recipe, out: Path, progress: bool) -> dict[str, Any]:
+def _train_into(
+    recipe: Recipe, out: Path, progress: bool, loss_fn=None, gate=None
+) -> dict[str, Any]:
     import shutil
 
     from llmcore.zoo.train import build_model, eval_loss, train_lm
@@ -153,7 +180,13 @@ def _train_into(recipe: Recipe, out: Path, progress: bool) -> dict[str, Any]:
             model.config.llmcore_objective = "masked_diffusion"
             model.config.mask_token_id = tok.mask_token_id
         stats = train_lm(
-            model, tok, recipe.corpus.train, recipe.train, progress=progress, desc=recipe.name
+            model,
+            tok,
+            recipe.corpus.train,
+            recipe.train,
+            loss_fn=loss_fn,
+            progress=progress,
+            desc=recipe.name,
         )
         held = eval_loss(
             model,
@@ -173,6 +206,8 @@ def _train_into(recipe: Recipe, out: Path, progress: bool) -> dict[str, Any]:
                 f"{recipe.max_eval_loss} after {recipe.train.steps} steps (first loss "
                 f"{stats['first_loss']:.3f}). Train longer or fix the recipe; nothing was cached."
             )
+        if gate is not None:
+            metrics.update(gate(model, tok))
         model.save_pretrained(out, safe_serialization=True)
         tok.save_pretrained(out)
         metrics["weights_sha256"] = weights_digest(model)
