@@ -1,0 +1,27 @@
+"""Exception hierarchy of nara-peft (all rooted in :class:`NaraError`)."""
+
+from __future__ import annotations
+
+
+class NaraError(Exception):
+    """Base class of every error raised by nara-peft."""
+
+
+class NaraConfigError(NaraError, ValueError):
+    """An invalid NaRA configuration or argument (also a ``ValueError`` for PEFT-style callers)."""
+
+
+class NaraNoiseLevelError(NaraError, ValueError):
+    """The noise level lambda is missing, malformed, or reached a layer outside a forward pass."""
+
+
+class NaraMergeError(NaraError, RuntimeError):
+    """Merging a noise-dependent update into the base weight without a fixed noise level."""
+
+
+class NaraDataError(NaraError, ValueError):
+    """Bad training/evaluation data (empty answers, prompts longer than the sequence, ...)."""
+
+
+class NaraVersionError(NaraError, ImportError):
+    """The installed peft lacks the tuner hooks NaRA needs."""
