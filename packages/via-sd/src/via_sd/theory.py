@@ -1,0 +1,114 @@
+"""Expected speedups of standard SD and three-tier VIA-SD (spec §2.6).
+
+All functions are pure Python (no torch), usable from ``via-sd theory``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from via_sd.errors import ViaSDConfigError
+
+
+def _prob(name: str, x: float) -> float:
+    if not isinstance(x, int | float) or not 0.0 <= x <= 1.0:
+        raise ViaSDConfigError(f"{name} must be a probability in [0, 1], got {x!r}")
+    return float(x)
+
+
+def _gamma(gamma: int) -> int:
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ViaSDConfigError(f"gamma must be an integer >= 1, got {gamma!r}")
+    return gamma
+
+
+def _cost(name: str, c: float) -> float:
+    if not isinstance(c, int | float) or c < 0:
+        raise ViaSDConfigError(f"{name} must be a cost ratio >= 0, got {c!r}")
+    return float(c)
+
+
+def geometric_tokens(s: float, gamma: int) -> float:
+    """E[N] = (1 - s^(γ+1)) / (1 - s): expected tokens per block (γ+1 when s = 1)."""
+    if s >= 1.0:
+        return float(gamma + 1)
+    return (1.0 - s ** (gamma + 1)) / (1.0 - s)
+
+
+def sd_expected_tokens(alpha: float, gamma: int) -> float:
+    """Expected tokens per target call of standard SD (Leviathan et al. 2023, Eq. 1)."""
+    return geometric_tokens(_prob("alpha", alpha), _gamma(gamma))
+
+
+def sd_speedup(alpha: float, gamma: int, c: float) -> float:
+    """S_SD = (1 - α^(γ+1)) / ((1 - α)(γc + 1)): wall-clock speedup over AR (spec §2.6)."""
+    return sd_expected_tokens(alpha, gamma) / (_gamma(gamma) * _cost("c", c) + 1.0)
+
+
+def optimal_gamma(alpha: float, c: float, max_gamma: int = 32) -> int:
+    """γ* = argmax_γ S_SD(α, γ, c) over 1..max_gamma."""
+    return max(range(1, _gamma(max_gamma) + 1), key=lambda g: sd_speedup(alpha, g, c))
+
+
+@dataclass(frozen=True)
+class ViaBlockModel:
+    """The three-tier block model: s, u, w, E[N], P(no q call), cost per block, speedup."""
+
+    s: float
+    u: float
+    w: float
+    expected_tokens: float
+    p_no_target: float
+    target_calls_per_block: float
+    cost_per_block: float
+    speedup: float
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def via_block_model(
+    a: float,
+    b: float,
+    e: float,
+    kappa_b: float,
+    kappa_c: float,
+    gamma: int,
+    c: float,
+    c_s: float,
+) -> ViaBlockModel:
+    """Spec §2.6: s = a + bκ_B + eκ_C, u = a + bκ_B, w = b(1-κ_B);
+    P_noq = w(1-u^γ)/(1-u) + u^γ; cost C = γc + c_s + (1 - P_noq); S_VIA = E[N]/C."""
+    a, b, e = _prob("a", a), _prob("b", b), _prob("e", e)
+    if abs(a + b + e - 1.0) > 1e-6:
+        raise ViaSDConfigError(f"tier probabilities must sum to 1, got a+b+e={a + b + e}")
+    kb, kc = _prob("kappa_b", kappa_b), _prob("kappa_c", kappa_c)
+    g = _gamma(gamma)
+    c, c_s = _cost("c", c), _cost("c_s", c_s)
+    s = a + b * kb + e * kc
+    u = a + b * kb
+    w = b * (1.0 - kb)
+    geo_u = float(g) if u >= 1.0 else (1.0 - u**g) / (1.0 - u)
+    p_noq = w * geo_u + u**g
+    n = geometric_tokens(s, g)
+    cost = g * c + c_s + (1.0 - p_noq)
+    return ViaBlockModel(s, u, w, n, p_noq, 1.0 - p_noq, cost, n / cost)
+
+
+def via_speedup(
+    a: float,
+    b: float,
+    e: float,
+    kappa_b: float,
+    kappa_c: float,
+    gamma: int,
+    c: float,
+    c_s: float,
+) -> float:
+    """S_VIA = E[N] / (γc + c_s + 1 - P_noq) (spec §2.6); equals S_SD for a=b=0, e=1, c_s=0."""
+    return via_block_model(a, b, e, kappa_b, kappa_c, gamma, c, c_s).speedup
+
+
+def via_upper_bound(gamma: int, c: float, c_s: float) -> float:
+    """(γ+1)/(γc + c_s): every token accepted in tier A and q never runs."""
+    return (_gamma(gamma) + 1) / (gamma * _cost("c", c) + _cost("c_s", c_s))

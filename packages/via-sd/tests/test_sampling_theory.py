@@ -1,0 +1,137 @@
+"""Speculative sampling is exact; the VIA step matches its analytic mixture; theory formulas
+(spec §6 E2)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from via_sd import ViaSDConfig, theory
+from via_sd.sampling import Sampler, route, speculative_step, via_sample_step
+
+V = 8
+TRIALS = 200_000
+
+
+def toy(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    p = torch.softmax(torch.randn(V, generator=g) * 1.5, -1)
+    q = torch.softmax(torch.randn(V, generator=g) * 1.5, -1)
+    qs = torch.softmax(torch.log(q) + 0.7 * torch.randn(V, generator=g), -1)
+    return p, qs, q
+
+
+def tv(a: torch.Tensor, b: torch.Tensor) -> float:
+    return 0.5 * float((a - b).abs().sum())
+
+
+def empirical(step, p: torch.Tensor, seed: int) -> torch.Tensor:
+    s = Sampler(ViaSDConfig(temperature=1.0, seed=seed))
+    drafts = torch.multinomial(
+        p, TRIALS, replacement=True, generator=torch.Generator().manual_seed(seed + 1)
+    )
+    counts = torch.zeros(V)
+    for d in drafts.tolist():
+        counts[step(d, s)] += 1
+    return counts / TRIALS
+
+
+def test_speculative_step_recovers_target():
+    p, _, q = toy(0)
+    emp = empirical(lambda d, s: speculative_step(d, p, q, s)[0], p, 10)
+    assert tv(emp, q) <= 0.01
+
+
+def analytic_via(p, qs, q, ta, te):
+    """π(v) = Σ_d p(d)·[tier A: δ_d; B: spec-sampling against q' ; C: against q]."""
+    out = torch.zeros(V)
+    for d in range(V):
+        tier = route(float(qs[d] / qs.max()), ta, te)
+        if tier == "a":
+            out[d] += p[d]
+            continue
+        tgt = qs if tier == "b" else q
+        acc = min(1.0, float(tgt[d] / p[d]))
+        resid = (tgt - p).clamp_min(0)
+        resid = resid / resid.sum()
+        out[d] += p[d] * acc
+        out += p[d] * (1 - acc) * resid
+    return out
+
+
+def test_via_sampling_step_matches_mixture():
+    p, qs, q = toy(3)
+    ta, te = 0.7, 0.4
+    tiers = {route(float(qs[d] / qs.max()), ta, te) for d in range(V)}
+    assert len(tiers) >= 2, "toy distributions should exercise several tiers"
+    pi = analytic_via(p, qs, q, ta, te)
+    assert float(pi.sum()) == pytest.approx(1.0, abs=1e-5)
+    emp = empirical(lambda d, s: via_sample_step(d, p, qs, lambda: q, ta, te, s)[0], p, 20)
+    assert tv(emp, pi) <= 0.01
+
+
+def test_sd_speedup_spot_value():
+    assert theory.sd_speedup(0.8, 5, 0.1) == pytest.approx((1 - 0.8**6) / (0.2 * 1.5))
+    assert theory.sd_speedup(0.8, 5, 0.1) == pytest.approx(2.45952, abs=1e-5)
+    assert theory.sd_expected_tokens(1.0, 5) == 6
+    assert theory.via_speedup(0, 0, 1, 0, 0.8, 5, 0.1, 0.0) == pytest.approx(
+        theory.sd_speedup(0.8, 5, 0.1)
+    )
+    assert theory.via_upper_bound(5, 0.1, 0.55) == pytest.approx(6 / 1.05)
+    g = theory.optimal_gamma(0.8, 0.1)
+    assert all(
+        theory.sd_speedup(0.8, g, 0.1) >= theory.sd_speedup(0.8, k, 0.1) for k in range(1, 33)
+    )
+
+
+def test_sd_theory_matches_simulation():
+    rng = random.Random(0)
+    alpha, gamma, blocks = 0.7, 5, 40_000
+    toks = 0
+    for _ in range(blocks):
+        n = 0
+        while n < gamma and rng.random() < alpha:
+            n += 1
+        toks += n + 1  # accepted drafts + correction/bonus
+    assert toks / blocks == pytest.approx(theory.sd_expected_tokens(alpha, gamma), rel=0.02)
+
+
+def test_via_block_model_matches_simulation():
+    rng = random.Random(1)
+    a, b, e, kb, kc, gamma = 0.5, 0.2, 0.3, 0.0, 0.6, 5
+    blocks, toks, qcalls = 40_000, 0, 0
+    for _ in range(blocks):
+        called = False
+        n = 0
+        while n < gamma:
+            u = rng.random()
+            if u < a:
+                ok = True
+            elif u < a + b:
+                ok = rng.random() < kb
+            else:
+                called = True
+                ok = rng.random() < kc
+            if not ok:
+                break
+            n += 1
+        toks += n + 1
+        qcalls += called
+    m = theory.via_block_model(a, b, e, kb, kc, gamma, 0.1, 0.55)
+    assert toks / blocks == pytest.approx(m.expected_tokens, rel=0.02)
+    assert qcalls / blocks == pytest.approx(m.target_calls_per_block, rel=0.02)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: theory.sd_speedup(1.2, 5, 0.1),
+        lambda: theory.sd_speedup(0.5, 0, 0.1),
+        lambda: theory.sd_speedup(0.5, 5, -1),
+        lambda: theory.via_speedup(0.5, 0.5, 0.5, 0, 0.5, 5, 0.1, 0.5),
+    ],
+)
+def test_theory_bad_input(call):
+    with pytest.raises(ValueError):
+        call()
