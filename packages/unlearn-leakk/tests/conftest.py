@@ -1,0 +1,31 @@
+"""Shared fixtures: one torch thread, the cached fictitious-author world model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def world_entry():
+    """The world recipe's zoo entry (cold build ~2 min on one core, then cached)."""
+    from unlearn_leakk.world import world_recipe
+
+    from llmcore import zoo
+
+    return zoo.build(world_recipe(), progress=False)
+
+
+@pytest.fixture
+def world_model(world_entry):
+    """A fresh (model, tokenizer) of the world model for each test."""
+    return world_entry.load()
+
+
+@pytest.fixture(scope="session")
+def world():
+    from unlearn_leakk.world import make_world
+
+    return make_world(0)
