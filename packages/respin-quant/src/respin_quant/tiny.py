@@ -1,0 +1,233 @@
+"""The tiny pre-trained model with activation outliers (spec section 6).
+
+A 4-layer Llama (hidden 128, 4 heads, FFN 256, vocab 32) is pre-trained on a sparse order-2
+Markov source and cached on disk. Outliers are then injected exactly (function-preserving):
+fuse norms; rotate the residual basis into the eigenbasis of the residual second moment
+(largest direction -> channel 0); scale 2 v_proj output channels and 2 up_proj rows per layer
+by S and divide the matching o_proj / down_proj input columns by S.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from respin_quant.arch import layers
+from respin_quant.rotation import fuse_bases, fuse_norms
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """Recipe of the tiny Markov Llama (every field enters the cache key)."""
+
+    vocab: int = 32
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 4
+    intermediate: int = 256
+    seqlen: int = 64
+    candidates: int = 4
+    dirichlet: float = 0.5
+    source_seed: int = 0
+    steps: int = 800
+    batch: int = 32
+    lr: float = 2e-3
+    init_seed: int = 0
+    data_seed: int = 1
+    version: int = 1
+
+
+class MarkovSource:
+    """Sparse order-2 Markov chain: each context (a, b) has k candidates, Dirichlet probabilities."""
+
+    def __init__(self, spec: TinySpec):
+        V, k = spec.vocab, spec.candidates
+        g = torch.Generator().manual_seed(spec.source_seed)
+        self.cand = torch.stack([torch.randperm(V, generator=g)[:k] for _ in range(V * V)])
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(spec.source_seed)
+            probs = torch.distributions.Dirichlet(torch.full((k,), spec.dirichlet)).sample((V * V,))
+        self.probs = probs
+        self.V = V
+
+    def sample(self, n: int, length: int, seed: int) -> Tensor:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.empty(n, length, dtype=torch.long)
+        x[:, :2] = torch.randint(0, self.V, (n, 2), generator=g)
+        for t in range(2, length):
+            ctx = x[:, t - 2] * self.V + x[:, t - 1]
+            j = torch.multinomial(self.probs[ctx], 1, generator=g).squeeze(1)
+            x[:, t] = self.cand[ctx, j]
+        return x
+
+    def entropy_ppl(self) -> float:
+        """PPL of the true source (lower bound for a model, ignoring the first two tokens)."""
+        p = self.probs.clamp_min(1e-30)
+        h = float(-(p * p.log()).sum(dim=1).mean())
+        return math.exp(h)
+
+
+def _cache_dir(spec: TinySpec) -> Path:
+    from llmcore.zoo.cache import cache_root, library_versions
+
+    blob = json.dumps({"spec": asdict(spec), "versions": library_versions()}, sort_keys=True)
+    key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return cache_root().parent / "respin-quant" / f"tiny-markov-{key}"
+
+
+def eval_ids(spec: TinySpec = TinySpec(), n: int = 256) -> Tensor:
+    return MarkovSource(spec).sample(n, spec.seqlen, seed=1000)
+
+
+def calib_ids(spec: TinySpec = TinySpec(), n: int = 128) -> Tensor:
+    return MarkovSource(spec).sample(n, spec.seqlen, seed=2000)
+
+
+def _train(spec: TinySpec) -> nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(spec.init_seed)
+    cfg = LlamaConfig(
+        vocab_size=spec.vocab,
+        hidden_size=spec.hidden,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        intermediate_size=spec.intermediate,
+        max_position_embeddings=spec.seqlen,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    model = LlamaForCausalLM(cfg)
+    src = MarkovSource(spec)
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / spec.steps))
+    )
+    model.train()
+    for step in range(spec.steps):
+        ids = src.sample(spec.batch, spec.seqlen, seed=spec.data_seed * 1_000_003 + step)
+        logits = model(ids).logits[:, :-1]
+        loss = nn.functional.cross_entropy(logits.reshape(-1, spec.vocab), ids[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % 100 == 0:
+            log.info("tiny-markov step %d loss %.4f", step, float(loss))
+    return model.eval()
+
+
+def build_tiny(spec: TinySpec = TinySpec(), *, force: bool = False, threads: int = 1) -> Path:
+    """Train (once per machine) and cache the tiny Markov Llama; returns its directory."""
+    from llmcore.zoo.cache import build_lock, install
+
+    final = _cache_dir(spec)
+    if final.exists() and not force and (final / "respin_tiny.json").exists():
+        return final
+    with build_lock(final):
+        if final.exists() and not force and (final / "respin_tiny.json").exists():
+            return final
+        prev = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            t0 = time.perf_counter()
+            model = _train(spec)
+            secs = time.perf_counter() - t0
+        finally:
+            torch.set_num_threads(prev)
+        from respin_quant.evaluate import perplexity
+
+        ppl = perplexity(model, eval_ids(spec), seqlen=spec.seqlen, batch_size=64)
+        tmp = final.with_name(final.name + ".tmp")
+        model.save_pretrained(tmp)
+        meta = {
+            "spec": asdict(spec),
+            "build_seconds": secs,
+            "fp_ppl": ppl,
+            "source_ppl": MarkovSource(spec).entropy_ppl(),
+        }
+        (tmp / "respin_tiny.json").write_text(json.dumps(meta, indent=2))
+        install(tmp, final)
+        log.info("built tiny-markov in %.1f s (FP PPL %.3f)", secs, ppl)
+    return final
+
+
+def tiny_meta(spec: TinySpec = TinySpec()) -> dict[str, Any]:
+    return json.loads((build_tiny(spec) / "respin_tiny.json").read_text())
+
+
+def load_tiny(spec: TinySpec = TinySpec(), dtype: torch.dtype = torch.float32) -> nn.Module:
+    from transformers import AutoModelForCausalLM
+
+    path = build_tiny(spec)
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
+
+
+@torch.no_grad()
+def inject_outliers(
+    model: nn.Module, calib: Tensor, scale: float = 50.0, seed: int = 0
+) -> nn.Module:
+    """Exactly function-preserving outlier injection (spec section 6, steps a-c), in place."""
+    fuse_norms(model)
+    D = model.config.hidden_size
+    C = torch.zeros(D, D, dtype=torch.float64)
+    handles = []
+
+    def rec(_m: nn.Module, args: tuple[Any, ...]) -> None:
+        h = args[0].double().reshape(-1, D)
+        C.add_(h.T @ h)
+
+    norms = [ly.input_layernorm for ly in layers(model)] + [
+        ly.post_attention_layernorm for ly in layers(model)
+    ]
+    for nm in [*norms, model.model.norm]:
+        handles.append(nm.register_forward_pre_hook(rec))
+    try:
+        for s in range(0, calib.shape[0], 32):
+            model(calib[s : s + 32])
+    finally:
+        for h in handles:
+            h.remove()
+    evals, evecs = torch.linalg.eigh(C)
+    V = evecs[:, torch.argsort(evals, descending=True)]
+    L = len(layers(model))
+    fuse_bases(model, [V] * (L + 1), [V] * L, None, None)
+    g = torch.Generator().manual_seed(seed)
+    for ly in layers(model):
+        at, mlp = ly.self_attn, ly.mlp
+        cv = torch.randperm(at.v_proj.out_features, generator=g)[:2]
+        at.v_proj.weight[cv] *= scale
+        if at.v_proj.bias is not None:
+            at.v_proj.bias[cv] *= scale
+        # v channel c feeds o_proj input column c for every query head sharing that kv head
+        groups = model.config.num_attention_heads // model.config.num_key_value_heads
+        dh = at.v_proj.out_features // model.config.num_key_value_heads
+        for c in cv.tolist():
+            kvh, j = divmod(c, dh)
+            for r in range(groups):
+                at.o_proj.weight[:, (kvh * groups + r) * dh + j] /= scale
+        cu = torch.randperm(mlp.up_proj.out_features, generator=g)[:2]
+        mlp.up_proj.weight[cu] *= scale
+        mlp.down_proj.weight[:, cu] /= scale
+    return model
+
+
+def outlier_model(
+    scale: float = 50.0, spec: TinySpec = TinySpec(), dtype: torch.dtype = torch.float32
+) -> nn.Module:
+    """The cached tiny model with outliers injected (fresh copy every call)."""
+    m = load_tiny(spec, dtype=dtype)
+    return inject_outliers(m, calib_ids(spec), scale=scale, seed=0)

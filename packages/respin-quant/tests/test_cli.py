@@ -1,0 +1,96 @@
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import make_model
+from respin_quant.cli import main
+
+
+def test_help_does_not_import_torch():
+    code = (
+        "import sys; from respin_quant.cli import build_parser\n"
+        "try:\n    build_parser().parse_args(['--help'])\nexcept SystemExit:\n    pass\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "quantize" in r.stdout and "make-tiny" in r.stdout and "bench" in r.stdout
+
+
+def test_quantize_and_eval_round_trip(tmp_path, capsys):
+    model = make_model("llama", hidden=32, inter=64)
+    model.save_pretrained(tmp_path / "base")
+    calib = tmp_path / "c.jsonl"
+    # no tokenizer in the dir -> the CLI must say what to do
+    rc = main(
+        [
+            "quantize",
+            "--model",
+            str(tmp_path / "base"),
+            "--method",
+            "respin",
+            "--calib",
+            str(calib),
+            "--nsamples",
+            "8",
+            "--seqlen",
+            "16",
+            "--steps",
+            "1",
+            "--out",
+            str(tmp_path / "q"),
+        ]
+    )
+    assert rc == 2
+    assert "tokenizer" in capsys.readouterr().err
+    rc = main(
+        [
+            "quantize",
+            "--model",
+            str(tmp_path / "base"),
+            "--method",
+            "quarot",
+            "--w-bits",
+            "4",
+            "--a-bits",
+            "4",
+            "--kv-bits",
+            "4",
+            "--out",
+            str(tmp_path / "q"),
+        ]
+    )
+    assert rc == 0
+    rep = json.loads((tmp_path / "q" / "report.json").read_text())
+    assert rep["method"] == "quarot" and rep["quant"] == "W4A4KV4"
+
+
+def test_bad_input_exit_code(tmp_path, capsys):
+    rc = main(
+        [
+            "quantize",
+            "--model",
+            str(tmp_path / "missing"),
+            "--method",
+            "rtn",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
+    assert rc == 2
+    assert "error" in capsys.readouterr().err
+    rc = main(["check", "--model", "tiny", "--residual-rank", "x"])
+    assert rc == 2
+
+
+@pytest.mark.slow
+def test_check_and_make_tiny_on_tiny_model(tiny_dir, capsys):
+    assert main(["make-tiny"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fp_ppl"] > 1 and out["build_seconds"] > 0
+    assert main(["check", "--model", "tiny", "--residual-rank", "full"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["relative"] <= 1e-4
+    assert torch.isfinite(torch.tensor(res["max_abs_dlogit"]))
