@@ -25,6 +25,17 @@ def test_zoo_list_and_build_cached(tiny_llama_entry, capsys) -> None:
     assert "tiny-mdlm" in capsys.readouterr().out
 
 
+def test_zoo_list_tolerates_foreign_entries(tmp_path, monkeypatch, capsys) -> None:
+    import json
+
+    monkeypatch.setenv("LLMCORE_CACHE_DIR", str(tmp_path))
+    entry = tmp_path / "zoo" / "other-0123"
+    entry.mkdir(parents=True)
+    (entry / "zoo.json").write_text(json.dumps({"name": "other", "key": "0123", "metrics": {}}))
+    assert main(["zoo", "list"]) == 0
+    assert "other" in capsys.readouterr().out
+
+
 def test_unknown_recipe_is_a_clean_error(capsys) -> None:
     assert main(["zoo", "build", "no-such-recipe"]) == 2
     assert "unknown zoo recipe" in capsys.readouterr().err

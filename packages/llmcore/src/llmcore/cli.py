@@ -84,6 +84,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _entry_row(e: dict[str, Any]) -> dict[str, Any]:
+    """One cache entry as a table row; entries written by method packages' own builders may
+    lack some fields, which show as blanks."""
+    m = e.get("metrics", {})
+    return {
+        "name": e.get("name", "?"),
+        "key": str(e.get("key", ""))[:16],
+        "eval_loss": m.get("eval_loss", ""),
+        "params": int(m["n_params"]) if "n_params" in m else "",
+        "build_s": e.get("build_seconds", ""),
+        "path": e["path"],
+    }
+
+
 def _cmd_zoo(args: argparse.Namespace) -> int:
     from llmcore import zoo
 
@@ -95,19 +109,7 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
         print_table(rows)
         if entries:
             print()
-            print_table(
-                [
-                    {
-                        "name": e["name"],
-                        "key": e["key"][:16],
-                        "eval_loss": e["metrics"]["eval_loss"],
-                        "params": int(e["metrics"]["n_params"]),
-                        "build_s": e["build_seconds"],
-                        "path": e["path"],
-                    }
-                    for e in entries
-                ]
-            )
+            print_table([_entry_row(e) for e in entries])
         return 0
     if args.zoo_cmd == "clear":
         n = zoo.clear(args.name)
