@@ -76,7 +76,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             failed += 1
             rows.append({"method": name, "error": str(exc)})
         rows[-1].setdefault("seconds", time.perf_counter() - t0)
-    print_table(rows)
+    # Methods report different metrics, so the table is long: one line per (method, metric).
+    print_table(
+        [
+            {"method": r["method"], "metric": k, "value": v}
+            for r in rows
+            for k, v in r.items()
+            if k != "method"
+        ]
+    )
     if args.json_out:
         from llmcore.data import atomic_write_json
 
