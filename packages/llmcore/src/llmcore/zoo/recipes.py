@@ -73,7 +73,8 @@ class TrainSpec:
     seed: int = 0
     threads: int | None = None
     """torch threads while training; ``None`` means ``$LLMCORE_ZOO_THREADS`` or 1 (see the
-    llmcore README for the measurements behind that default). Not part of the cache key."""
+    llmcore README for the measurements behind that default). Not part of the cache key, although
+    another thread count changes the weights in the last bits (BLAS summation order)."""
 
     def __post_init__(self) -> None:
         if self.objective not in ("causal", "masked_diffusion"):
