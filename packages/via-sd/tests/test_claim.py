@@ -22,7 +22,7 @@ from via_sd import (
     speculative_generate,
     via_sd_generate,
 )
-from via_sd.bench import measure_latencies
+from via_sd.bench import COUNTERS, measure_latencies
 from via_sd.theory import via_block_model
 from via_sd.tiny import score
 
@@ -45,21 +45,7 @@ def run_all(fx, prompts, cfg, methods=("ar", "sd", "via")):
 
 
 def totals(rs):
-    keys = (
-        "tokens",
-        "target_forwards",
-        "slim_forwards",
-        "draft_forwards",
-        "drafted",
-        "tier_a",
-        "tier_b",
-        "tier_c",
-        "rejections",
-        "rejections_b",
-        "rejections_c",
-        "blocks",
-    )
-    t = {k: sum(getattr(r.stats, k) for r, _ in rs) for k in keys}
+    t = {k: sum(getattr(r.stats, k) for r, _ in rs) for k in COUNTERS}
     t["accuracy"] = sum(ok for _, ok in rs) / len(rs)
     t["rejection_rate"] = t["rejections"] / t["drafted"] if t["drafted"] else 0.0
     t["wall"] = sum(r.stats.wall_time_s for r, _ in rs)
