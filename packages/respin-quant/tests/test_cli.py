@@ -94,3 +94,33 @@ def test_check_and_make_tiny_on_tiny_model(tiny_dir, capsys):
     res = json.loads(capsys.readouterr().out)
     assert res["relative"] <= 1e-4
     assert torch.isfinite(torch.tensor(res["max_abs_dlogit"]))
+
+
+def test_compare_table_resumes_without_relearning(tiny_dir, tmp_path, capsys):
+    """``compare`` (spec 5.3) on the tiny outlier model: FP + each method + each ReSpin rank,
+    rows written as they finish; a rerun after a crash recomputes only the missing row and
+    reuses the learned rotations."""
+    out = tmp_path / "cmp.json"
+    argv = ["compare", "--model", "tiny", "--methods", "rtn,quarot,respin", "--ranks", "0,full"]
+    argv += ["--steps", "2", "--batch-size", "4", "--w-clip-grid", "3", "--json", str(out)]
+    assert main(argv) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["method"] for r in rows] == ["fp", "rtn", "quarot", "respin r=0", "respin r=full"]
+    assert rows[0]["ppl_ratio"] == 1.0 and rows[1]["ppl"] > rows[0]["ppl"]
+    assert rows[3]["online_macs_per_token"] == 0 < rows[4]["online_macs_per_token"]
+    jsonl = tmp_path / "cmp.jsonl"
+    rot = next((tmp_path / "cmp.rotations").glob("rotations_respin_*.safetensors"))
+    stamp = rot.stat().st_mtime_ns
+    lines = jsonl.read_text().splitlines()
+    jsonl.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][:20])  # crash mid-write
+    capsys.readouterr()
+    assert main(argv) == 0
+    again = json.loads(out.read_text())["rows"]
+    assert [r["ppl"] for r in again] == [r["ppl"] for r in rows]
+    assert rot.stat().st_mtime_ns == stamp  # not re-learned
+    assert len(jsonl.read_text().splitlines()) == 5
+
+
+def test_compare_bad_methods(capsys):
+    assert main(["compare", "--model", "tiny", "--methods", "rtn,gptq4", "--json", "x.json"]) == 2
+    assert "subset of rtn, quarot, spinquant, respin" in capsys.readouterr().err

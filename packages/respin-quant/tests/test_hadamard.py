@@ -37,7 +37,9 @@ def test_non_power_of_two_fallbacks(caplog):
     assert torch.allclose(r.T @ r, torch.eye(12, dtype=torch.float64), atol=1e-12)
     with pytest.raises(RespinConfigError, match="power-of-two"):
         hadamard_transform(torch.randn(2, 12))
-    oh = OnlineHadamard(48)  # 48 = 3 * 16 -> block Hadamard of 16
+    with pytest.raises(RespinConfigError, match=r"online_block=True .*online_dense=True"):
+        OnlineHadamard(48)  # spec section 8: a clear error by default
+    oh = OnlineHadamard(48, block=True)  # 48 = 3 * 16 -> block Hadamard of 16
     assert oh.mode == "block" and oh.block == 16
     x = torch.randn(2, 48, dtype=torch.float64)
     assert torch.allclose(oh(x).norm(), x.norm())

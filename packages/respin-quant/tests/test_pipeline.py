@@ -29,16 +29,18 @@ def _layerwise(model):
     return rs
 
 
+@pytest.mark.parametrize("packed", [True, False])
 @pytest.mark.parametrize("rank", [8, "full"])
-def test_save_load_round_trip_exact(tmp_path, arch, ids, rank):
+def test_save_load_round_trip_exact(tmp_path, arch, ids, rank, packed):
     model = make_model(arch)
     apply_rotations(model, _layerwise(model), rank)
     quantize(model, QuantConfig(w_bits=4, a_bits=4, k_bits=4, v_bits=4))
     with torch.no_grad():
         ref = model(ids).logits
-    save_quantized(model, tmp_path / "q", report={"x": 1})
+    save_quantized(model, tmp_path / "q", report={"x": 1}, packed=packed)
+    weights = "respin_packed.safetensors" if packed else "model.safetensors"
     for f in (
-        "model.safetensors",
+        weights,
         "config.json",
         "respin_transitions.safetensors",
         "rotations.safetensors",
@@ -46,6 +48,8 @@ def test_save_load_round_trip_exact(tmp_path, arch, ids, rank):
         "report.json",
     ):
         assert (tmp_path / "q" / f).exists(), f
+    other = "model.safetensors" if packed else "respin_packed.safetensors"
+    assert not (tmp_path / "q" / other).exists()
     # the in-memory model keeps working after saving (KV wrapper restored)
     with torch.no_grad():
         assert torch.equal(model(ids).logits, ref)
@@ -53,6 +57,15 @@ def test_save_load_round_trip_exact(tmp_path, arch, ids, rank):
         assert torch.equal(loaded(ids).logits, ref)
     rs = RotationSet.load(tmp_path / "q" / "rotations.safetensors", loaded)
     assert rs.orthogonality_error() < 1e-10
+    # a loaded packed model saves again to the same packed tensors and header
+    if packed:
+        from safetensors import safe_open
+
+        save_quantized(loaded, tmp_path / "q2")
+        a = safe_open(str(tmp_path / "q" / weights), "pt")
+        b = safe_open(str(tmp_path / "q2" / weights), "pt")
+        assert a.metadata() == b.metadata() and set(a.keys()) == set(b.keys())
+        assert all(torch.equal(a.get_tensor(k), b.get_tensor(k)) for k in a.keys())  # noqa: SIM118
 
 
 def test_kv_quant_changes_output_and_qk_hadamard_is_exact_without_quant(ids):
@@ -127,6 +140,8 @@ def test_bad_rank_and_group_size_and_bits():
         QuantConfig(w_bits=20)
     with pytest.raises(ValueError, match="residual_rank"):
         RotationConfig(residual_rank=-3)
+    with pytest.raises(ValueError, match="asymmetric weight"):
+        QuantConfig(w_sym=False)  # accepted silently before: now says it is not implemented
 
 
 def test_calibration_errors():
@@ -157,6 +172,11 @@ def test_online_hadamard_needs_power_of_two_factor():
         apply_rotations(model, init_rotations(model, "quarot", 0), 0)
     m2 = make_model("llama", inter=45)
     apply_rotations(m2, init_rotations(m2, "quarot", 0), 0, online_dense=True)
+    m3 = make_model("llama", inter=48)  # 48 = 3 x 16: block Hadamard only when asked for
+    with pytest.raises(RespinConfigError, match="online_block"):
+        apply_rotations(m3, init_rotations(m3, "quarot", 0), 0)
+    apply_rotations(m3, init_rotations(m3, "quarot", 0), 0, online_block=True)
+    assert m3.config.respin["online_block"] is True
 
 
 def test_rotation_file_checks(tmp_path):

@@ -32,11 +32,21 @@ def quantized_arm(
     rebase: bool = False,
     calib_ids: Tensor | None = None,
     online_had_down: bool = True,
+    online_dense: bool = False,
+    online_block: bool = False,
 ) -> nn.Module:
     """A fresh fused + quantised copy of ``model`` (``rs=None``: plain RTN/GPTQ)."""
     m = copy.deepcopy(model)
     if rs is not None:
-        apply_rotations(m, rs, residual_rank, rebase, online_had_down=online_had_down)  # type: ignore[arg-type]
+        apply_rotations(
+            m,
+            rs,
+            residual_rank,  # type: ignore[arg-type]
+            rebase,
+            online_had_down=online_had_down,
+            online_dense=online_dense,
+            online_block=online_block,
+        )
     return quantize(m, q, calib_ids)
 
 

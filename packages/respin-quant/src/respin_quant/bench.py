@@ -24,6 +24,23 @@ def _timed_ppl(model: nn.Module, ids: torch.Tensor) -> tuple[float, float]:
     return p, time.perf_counter() - t0
 
 
+def _disk_bytes(model: nn.Module, quantized: bool, dtype: torch.dtype = torch.float16) -> int:
+    """Bytes of the weight file a checkpoint of ``model`` takes on disk (packed when quantised;
+    ``save_pretrained`` in ``dtype`` otherwise)."""
+    import copy
+    import tempfile
+
+    from respin_quant.packing import PACKED_FILE
+    from respin_quant.pipeline import save_quantized
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if quantized:
+            save_quantized(model, tmp)
+            return (Path(tmp) / PACKED_FILE).stat().st_size
+        copy.deepcopy(model).to(dtype).save_pretrained(tmp)
+        return (Path(tmp) / "model.safetensors").stat().st_size
+
+
 def quality_bench(cfg: BenchConfig, progress: bool = True) -> list[dict[str, Any]]:
     from dataclasses import replace
 
@@ -44,6 +61,7 @@ def quality_bench(cfg: BenchConfig, progress: bool = True) -> list[dict[str, Any
         model = outlier_model(float(s), spec)
         fp_ppl, fp_t = _timed_ppl(model, ev)
         wb_fp = weight_bytes(model, None)
+        fp16_disk = _disk_bytes(model, quantized=False)
         rows.append(
             {
                 "setting": q.label,
@@ -56,6 +74,8 @@ def quality_bench(cfg: BenchConfig, progress: bool = True) -> list[dict[str, Any
                 "online_macs_per_token": 0,
                 "linear_bytes": wb_fp["linear_fp16"] * 2,
                 "fp16_linear_bytes": wb_fp["linear_fp16"],
+                "checkpoint_bytes": _disk_bytes(model, False, torch.float32),
+                "fp16_checkpoint_bytes": fp16_disk,
             }
         )
         rot = RotationConfig(
@@ -101,6 +121,8 @@ def quality_bench(cfg: BenchConfig, progress: bool = True) -> list[dict[str, Any
                     "online_macs_per_token": macs,
                     "linear_bytes": wbq["linear_packed"],
                     "fp16_linear_bytes": wbq["linear_fp16"],
+                    "checkpoint_bytes": _disk_bytes(m, quantized=True),
+                    "fp16_checkpoint_bytes": fp16_disk,
                 }
             )
             if progress:
@@ -130,7 +152,7 @@ def throughput_bench(cfg: BenchConfig) -> dict[str, Any]:
         hidden_size=D,
         num_hidden_layers=cfg.thr_layers,
         num_attention_heads=heads,
-        intermediate_size=(D * 11 // 4) // 256 * 256,
+        intermediate_size=cfg.thr_intermediate,
         max_position_embeddings=cfg.thr_seq,
         tie_word_embeddings=False,
     )
@@ -207,14 +229,16 @@ def run_bench(
 
 def format_table(result: dict[str, Any]) -> str:
     lines = [
-        "| setting | method | PPL | PPL / FP | calib s | latency / FP | online MACs/token | linear bytes (packed) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| setting | method | PPL | PPL / FP | calib s | latency / FP | online MACs/token "
+        "| linear bytes (packed) | checkpoint on disk |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {r['setting']} (S={r['S']:g}) | {r['method']} | {r['ppl']:.3f} | {r['ppl_ratio']:.3f} | "
             f"{r['calib_s']:.1f} | {r['latency_ratio']:.2f} | {r['online_macs_per_token']:,} | "
-            f"{r['linear_bytes']:,} ({r['linear_bytes'] / r['fp16_linear_bytes']:.2f}x fp16) |"
+            f"{r['linear_bytes']:,} ({r['linear_bytes'] / r['fp16_linear_bytes']:.2f}x fp16) | "
+            f"{r['checkpoint_bytes']:,} ({r['checkpoint_bytes'] / r['fp16_checkpoint_bytes']:.2f}x fp16) |"
         )
     for k, v in result["calibration"].items():
         lines.append(

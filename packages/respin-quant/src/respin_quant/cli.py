@@ -1,4 +1,4 @@
-"""``respin-quant`` command line: quantize, eval, bench, make-tiny, check.
+"""``respin-quant`` command line: quantize, eval, compare, bench, make-tiny, check.
 
 ``--help`` does not import torch; every command imports its heavy modules itself.
 """
@@ -68,6 +68,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
         calib_nsamples=args.nsamples,
         calib_seqlen=args.seqlen,
         rotation_seed=args.seed,
+        online_dense=args.online_dense,
+        online_block=args.online_block,
     )
     model, tok = _load(args.model, args.dtype, args.device)
     needs = rot.method in ("spinquant", "respin") or q.weight_quantizer == "gptq"
@@ -123,6 +125,57 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from llmcore.data import atomic_write_json
 
         atomic_write_json(args.json, res)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from llmcore.data import atomic_write_json
+    from respin_quant.compare import CompareConfig, compare, format_compare
+    from respin_quant.evaluate import perplexity
+
+    cfg = CompareConfig(
+        methods=args.methods,
+        ranks=args.ranks,
+        w_bits=args.w_bits,
+        a_bits=args.a_bits,
+        kv_bits=args.kv_bits,
+        weight_quantizer=args.weight_quantizer,
+        w_clip_grid=args.w_clip_grid,
+        w_clip_min=args.w_clip_min,
+        steps=args.steps,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        rotation_seed=args.seed,
+        online_dense=args.online_dense,
+        online_block=args.online_block,
+    )
+    if args.model == "tiny":
+        from respin_quant.tiny import calib_ids, eval_ids, outlier_model
+
+        model = outlier_model(args.outlier_scale)
+        calib, ev = calib_ids(), eval_ids()
+
+        def ppl(m: Any) -> float:
+            return perplexity(m, ev, seqlen=ev.shape[1], batch_size=64)
+
+    else:
+        from respin_quant.evaluate import token_stream
+
+        model, tok = _load(args.model, args.dtype, args.device)
+        calib = _calib(args, tok, args.nsamples, args.seqlen)
+        if tok is None:
+            raise RespinError(f"{args.model} has no tokenizer: compare needs one for --ppl")
+        stream = token_stream(tok, args.ppl)
+
+        def ppl(m: Any) -> float:
+            return perplexity(m, stream, seqlen=args.seqlen, batch_size=1, progress=True)
+
+    out = Path(args.json)
+    results = Path(args.results) if args.results else out.with_suffix(".jsonl")
+    rows = compare(model, calib, ppl, cfg, results)
+    atomic_write_json(out, {"model": args.model, "config": cfg.__dict__, "rows": rows})
+    print(format_compare(rows))
+    print(f"wrote {out} (rows also in {results}; rerun the same command to resume)")
     return 0
 
 
@@ -189,7 +242,14 @@ def cmd_check(args: argparse.Namespace) -> int:
             polar(r + args.perturb * torch.randn(r.shape, generator=g, dtype=torch.float64))
             for r in rs.R_ffn
         ]
-    m2 = apply_rotations(copy.deepcopy(model), rs, rank, args.rebase)
+    m2 = apply_rotations(
+        copy.deepcopy(model),
+        rs,
+        rank,
+        args.rebase,
+        online_dense=args.online_dense,
+        online_block=args.online_block,
+    )
     ids = torch.randint(
         0, model.config.vocab_size, (2, 32), generator=torch.Generator().manual_seed(0)
     )
@@ -239,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--dtype", default=None, help="bf16, fp32, ... (default: auto)")
     q.add_argument("--device", default=None)
     q.add_argument("--out", required=True)
+    _online_flags(q)
     q.set_defaults(fn=cmd_quantize)
 
     e = sub.add_parser("eval", help="perplexity and lm-eval tasks of a saved or hub model")
@@ -254,6 +315,38 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--device", default=None)
     e.add_argument("--json", default=None, help="write results here")
     e.set_defaults(fn=cmd_eval)
+
+    cp = sub.add_parser(
+        "compare", help="the spec section 6 table (methods x ranks) on any model, resumable"
+    )
+    cp.add_argument("--model", required=True, help="hub id, local path, or 'tiny'")
+    cp.add_argument("--json", required=True, help="final results JSON")
+    cp.add_argument(
+        "--results", default=None, help="per-row JSONL for resuming (default: JSON path .jsonl)"
+    )
+    cp.add_argument("--methods", default="rtn,quarot,spinquant,respin")
+    cp.add_argument("--ranks", default="0,8,32,full", help="ReSpin residual ranks")
+    cp.add_argument("--w-bits", type=int, default=4)
+    cp.add_argument("--a-bits", type=int, default=4)
+    cp.add_argument("--kv-bits", type=int, default=16)
+    cp.add_argument("--weight-quantizer", choices=["rtn", "gptq"], default="rtn")
+    cp.add_argument("--w-clip-grid", type=int, default=100)
+    cp.add_argument("--w-clip-min", type=float, default=0.8)
+    cp.add_argument("--calib", default="wikitext2", help="wikitext2 or a text/JSONL file")
+    cp.add_argument("--ppl", default="wikitext2", help="wikitext2 or a text/JSONL file")
+    cp.add_argument("--nsamples", type=int, default=128, help="calibration sequences")
+    cp.add_argument("--seqlen", type=int, default=2048)
+    cp.add_argument("--steps", type=int, default=100)
+    cp.add_argument("--lr", type=float, default=1.5)
+    cp.add_argument("--batch-size", type=int, default=8)
+    cp.add_argument("--seed", type=int, default=0, help="rotation (Hadamard) seed")
+    cp.add_argument(
+        "--outlier-scale", type=float, default=50.0, help="S of the tiny model (--model tiny)"
+    )
+    cp.add_argument("--dtype", default=None)
+    cp.add_argument("--device", default=None)
+    _online_flags(cp)
+    cp.set_defaults(fn=cmd_compare)
 
     b = sub.add_parser(
         "bench", help="FP/RTN/QuaRot/SpinQuant/ReSpin table on the tiny outlier model"
@@ -292,8 +385,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--perturb", type=float, default=0.05, help="random layer-wise perturbation of R_ffn"
     )
     c.add_argument("--seed", type=int, default=0)
+    _online_flags(c)
     c.set_defaults(fn=cmd_check)
     return p
+
+
+def _online_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--online-dense",
+        action="store_true",
+        help="FFN size not a power of two: dense random orthogonal H_down",
+    )
+    p.add_argument(
+        "--online-block",
+        action="store_true",
+        help="FFN size not a power of two: Hadamard on its largest power-of-two block",
+    )
 
 
 def _bench_fields() -> dict[str, tuple[str, str, Any]]:

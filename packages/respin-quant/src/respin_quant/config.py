@@ -74,6 +74,11 @@ class QuantConfig:
             raise RespinConfigError(
                 f"weight_quantizer={self.weight_quantizer!r}: use 'rtn' or 'gptq'"
             )
+        if not self.w_sym:
+            raise RespinConfigError(
+                "w_sym=False: asymmetric weight quantisation is not implemented; weights use "
+                "the symmetric per-channel grid of SpinQuant/QuaRot (w_sym=True)"
+            )
         if self.w_clip_grid < 1:
             raise RespinConfigError(f"w_clip_grid={self.w_clip_grid!r} must be >= 1")
         if self.gptq_nsamples < 1 or self.gptq_blocksize < 1:
@@ -118,6 +123,13 @@ class RotationConfig:
     online_dense: bool = field(
         default=False,
         metadata={"help": "use a dense random orthogonal matrix when a size is not a power of two"},
+    )
+    online_block: bool = field(
+        default=False,
+        metadata={
+            "help": "non-power-of-two online sizes: Hadamard on the largest power-of-two block "
+            "(package option, not in the paper)"
+        },
     )
     steps: int = field(default=100, metadata={"help": "Cayley SGD steps"})
     lr: float = field(default=1.5, metadata={"help": "Cayley SGD learning rate"})
@@ -181,7 +193,7 @@ class BenchConfig:
     )
     steps: int = field(default=100, metadata={"help": "Cayley steps for SpinQuant and ReSpin"})
     lr: float = field(
-        default=0.5, metadata={"help": "Cayley learning rate (tiny model; paper 1.5)"}
+        default=1.5, metadata={"help": "Cayley learning rate (SpinQuant's; as the claim test)"}
     )
     batch_size: int = field(default=16, metadata={"help": "calibration sequences per step"})
     w_clip_grid: int = field(default=9, metadata={"help": "weight clip ratios searched"})
@@ -194,5 +206,8 @@ class BenchConfig:
     thr_hidden: int = field(default=1024, metadata={"help": "throughput model hidden size"})
     thr_layers: int = field(default=8, metadata={"help": "throughput model layers"})
     thr_seq: int = field(default=256, metadata={"help": "throughput sequence length"})
-    thr_repeats: int = field(default=7, metadata={"help": "timed forwards per variant"})
+    thr_intermediate: int = field(
+        default=4096, metadata={"help": "throughput model FFN size (power of two: fast H_down)"}
+    )
+    thr_repeats: int = field(default=9, metadata={"help": "timed forwards per variant"})
     threads: int = field(default=1, metadata={"help": "torch threads"})

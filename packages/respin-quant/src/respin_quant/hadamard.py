@@ -104,12 +104,19 @@ def random_hadamard(
 class OnlineHadamard:
     """Fixed online rotation u -> u H for a size ``n`` (SpinQuant's R3/R4).
 
-    Power of two: full fast WHT. Otherwise ``block`` (WHT on the largest power-of-two block
-    dividing n, with a warning) or ``dense`` (a seeded random orthogonal n x n matrix).
+    Power of two: full fast WHT. Otherwise an error (spec section 8), unless ``dense`` (a
+    seeded random orthogonal n x n matrix) or ``block`` (WHT on the largest power-of-two block
+    dividing n; a package option, not QuaRot's Kronecker construction) is asked for.
     """
 
     def __init__(
-        self, n: int, *, dense: bool = False, seed: int = 0, what: str = "online rotation"
+        self,
+        n: int,
+        *,
+        dense: bool = False,
+        block: bool = False,
+        seed: int = 0,
+        what: str = "online rotation",
     ):
         self.n = n
         self.matrix: Tensor | None = None
@@ -121,10 +128,14 @@ class OnlineHadamard:
             self.mode = "wht"
         else:
             b = largest_pow2_block(n)
-            if b < 2:
+            if not block or b < 2:
+                hint = (
+                    f"online_block=True (Hadamard blocks of {b}), " if b >= 2 and not block else ""
+                )
                 raise RespinConfigError(
-                    f"{what}: size {n} has no power-of-two factor for a Hadamard; "
-                    "pass online_dense=True (dense rotation) or disable it"
+                    f"{what}: size {n} is not a power of two, so it has no fast Hadamard "
+                    f"transform; pass {hint}online_dense=True (a dense random orthogonal "
+                    f"{n}x{n} rotation, {n * n:,} MACs per token) or disable it"
                 )
             log.warning("%s: size %d is not a power of two, using block Hadamard of %d", what, n, b)
             self.mode, self.block = "block", b

@@ -178,6 +178,7 @@ def training_model(
     online_had_down: bool = True,
     online_had_qk: bool | None = None,
     online_dense: bool = False,
+    online_block: bool = False,
 ) -> tuple[nn.Module, RotParams]:
     """A frozen, norm-fused copy of ``model`` running the un-fused rotated forward (spec 2.3.2)."""
     d = check_model(model)
@@ -190,7 +191,7 @@ def training_model(
     params.to(next(m.parameters()).device)
     act = ActQuantizer(q.a_bits, q.a_groupsize, q.a_sym, q.a_clip_ratio)
     wq = _WQ(q, w_bits)
-    had = make_had_down(m, online_had_down, online_dense)
+    had = make_had_down(m, online_had_down, online_dense, block=online_block)
     for i, layer in enumerate(layers(m)):
         for blk, name, kind in KINDS:
             parent = getattr(layer, blk)
@@ -270,6 +271,7 @@ def learn_rotations(
         online_had_down=rot.online_had_down,
         online_had_qk=rot.online_had_qk,
         online_dense=rot.online_dense,
+        online_block=rot.online_block,
     )
     g = torch.Generator().manual_seed(rot.seed)
     history: list[float] = []
@@ -287,7 +289,7 @@ def learn_rotations(
         for prm in params.parameters():
             if prm.grad is not None:
                 cayley_step(prm.data, prm.grad, lr)
-        history.append(float(loss))
+        history.append(float(loss.detach()))
         bar.set_postfix(loss=f"{history[-1]:.4f}")
         if callable(progress):
             progress(step, history[-1])

@@ -17,6 +17,7 @@ from respin_quant.config import QuantConfig, RotationConfig
 from respin_quant.errors import RotationError
 from respin_quant.kv import IMPL_NAME, detach_kv_quant
 from respin_quant.learn import learn_rotations
+from respin_quant.packing import PACKED_FILE, load_packed_state, save_packed_state
 from respin_quant.ptq import quantize, reattach_quantizers
 from respin_quant.rotation import (
     OnlineState,
@@ -86,6 +87,7 @@ def quantize_pipeline(
             rot.rebase,
             online_had_down=rot.online_had_down,
             online_dense=rot.online_dense,
+            online_block=rot.online_block,
             center_embeddings=rot.center_embeddings,
         )
         if rot.online_had_qk is not None:
@@ -118,9 +120,15 @@ def save_quantized(
     report: dict[str, Any] | None = None,
     base_model: str = "",
     tokenizer: Any = None,
+    packed: bool | None = None,
 ) -> Path:
     """Write the spec 5.2 directory: fused weights (already on the quantisation grid), the
-    transitions, the rotations, ``respin_config.json`` and ``report.json``."""
+    transitions, the rotations, ``respin_config.json`` and ``report.json``.
+
+    ``packed`` (default: whenever weights are quantised to <= 8 bits) stores the quantised
+    linears as real ``w_bits``-bit codes plus scales in ``respin_packed.safetensors`` instead
+    of ``model.safetensors`` (bit-identical after loading; a plain ``from_pretrained`` then
+    fails loudly instead of silently dropping the online parts)."""
     from safetensors.torch import save_file
 
     from respin_quant import __version__
@@ -129,6 +137,14 @@ def save_quantized(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     st = dict(get_state(model))
+    w_bits = int((st.get("quant") or {}).get("w_bits", 16))
+    if packed is None:
+        packed = bool(st.get("quantized")) and w_bits <= 8
+    if packed and not (st.get("quantized") and w_bits <= 8):
+        raise RotationError(
+            "packed=True needs a model quantised to <= 8 weight bits (run quantize first)"
+        )
+    pack_info: dict[str, int] | None = None
     cfg = model.config
     impl = cfg._attn_implementation
     had_kv = impl == IMPL_NAME
@@ -136,7 +152,22 @@ def save_quantized(
         saved_kv = {i: ly.self_attn._respin_kv for i, ly in enumerate(model.model.layers)}
         detach_kv_quant(model)
     try:
-        model.save_pretrained(out)
+        for stale in (out / "model.safetensors", out / PACKED_FILE):
+            stale.unlink(missing_ok=True)
+        if packed:
+            scales = {
+                n: m.w_scale
+                for n, m in model.named_modules()
+                if getattr(m, "w_scale", None) is not None
+            }
+            if not scales:
+                log.warning("no grid scales recorded on this model: every weight stored unpacked")
+            model.config.save_pretrained(out)
+            if getattr(model, "generation_config", None) is not None:
+                model.generation_config.save_pretrained(out)
+            pack_info = save_packed_state(model.state_dict(), scales, w_bits, out / PACKED_FILE)
+        else:
+            model.save_pretrained(out)
     finally:
         if had_kv:
             from respin_quant.kv import _register
@@ -179,6 +210,7 @@ def save_quantized(
         "quant_config": st.get("quant") or (q.to_dict() if q else None),
         "rotation_config": rot.to_dict() if rot else None,
         "online_had_down": (ost.had_down.describe() if ost is not None and ost.had_down else None),
+        "packed": pack_info,
     }
     (out / "respin_config.json").write_text(json.dumps(meta, indent=2, default=str))
     (out / "report.json").write_text(json.dumps(report or {}, indent=2, default=str))
@@ -203,7 +235,11 @@ def load_quantized(
     if not meta_p.exists():
         raise RotationError(f"{out} has no respin_config.json: not a save_quantized directory")
     meta = json.loads(meta_p.read_text())
-    model = AutoModelForCausalLM.from_pretrained(out, dtype=dtype or "auto").eval()
+    scales: dict[str, Tensor] = {}
+    if (out / PACKED_FILE).exists():
+        model, scales = _load_packed(out, dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(out, dtype=dtype or "auto").eval()
     if device:
         model.to(device)
     d = check_model(model)
@@ -229,7 +265,12 @@ def load_quantized(
                             f"rank {rank}, hidden {d.hidden}"
                         )
                     lst.append(Transition(None if rank == d.hidden else Q, M, rank))
-        had = make_had_down(model, bool(st.get("online_had_down")), bool(st.get("online_dense")))
+        had = make_had_down(
+            model,
+            bool(st.get("online_had_down")),
+            bool(st.get("online_dense")),
+            block=bool(st.get("online_block")),
+        )
         attach_online(model, OnlineState(attn, ffn, rank, had))
         if (out / "rotations.safetensors").exists():
             model._respin_rotations = RotationSet.load(out / "rotations.safetensors", model)  # type: ignore[assignment]
@@ -237,11 +278,37 @@ def load_quantized(
     model.config.respin = {k: v for k, v in st.items() if k not in ("quantized", "quant")}
     if st.get("quantized") and qd:
         reattach_quantizers(model, QuantConfig(**qd))
+        for name, sc in scales.items():
+            model.get_submodule(name).w_scale = sc
     model._respin_configs = (  # type: ignore[assignment]
         QuantConfig(**qd) if qd else None,
         RotationConfig(**meta["rotation_config"]) if meta.get("rotation_config") else None,
     )
     return model
+
+
+def _load_packed(out: Path, dtype: torch.dtype | str | None) -> tuple[nn.Module, dict[str, Tensor]]:
+    """Build the model from ``config.json`` and fill it from the packed file (strict)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    state, scales = load_packed_state(out / PACKED_FILE)
+    cfg = AutoConfig.from_pretrained(out)
+    cfg.tie_word_embeddings = False  # rotation untied lm_head; both tensors are in the file
+    floats = [t.dtype for t in state.values() if t.is_floating_point()]
+    stored = max(set(floats), key=floats.count) if floats else torch.float32
+    model = AutoModelForCausalLM.from_config(cfg, dtype=stored)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.endswith("rotary_emb.inv_freq")]
+    if missing or unexpected:
+        raise RotationError(
+            f"{out / PACKED_FILE} does not match config.json: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+    if dtype is not None and dtype != "auto":
+        from llmcore.runtime import select_dtype
+
+        model.to(select_dtype(dtype))
+    return model.eval(), scales
 
 
 __all__ = ["asdict", "load_quantized", "quantize_pipeline", "rotations_for", "save_quantized"]

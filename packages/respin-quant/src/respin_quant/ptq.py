@@ -55,9 +55,15 @@ def _group_error(nm: str, g: int, n: str, cols: int) -> None:
     )
 
 
-def _wq(w: Tensor, q: QuantConfig) -> Tensor:
-    return rtn_quantize_weight(
-        w, q.w_bits, q.w_groupsize, clip=q.w_clip, clip_min=q.w_clip_min, grid=q.w_clip_grid
+def _wq(w: Tensor, q: QuantConfig) -> tuple[Tensor, Tensor]:
+    return rtn_quantize_weight(  # type: ignore[return-value]
+        w,
+        q.w_bits,
+        q.w_groupsize,
+        clip=q.w_clip,
+        clip_min=q.w_clip_min,
+        grid=q.w_clip_grid,
+        return_scale=True,
     )
 
 
@@ -122,8 +128,9 @@ def quantize(
                 H = _hessians(model, i, blk, names[0], calib_ids)  # type: ignore[arg-type]
             for n in names:
                 lin = getattr(parent, n)
+                scale: Tensor | None
                 if H is not None:
-                    w = gptq_quantize_weight(
+                    w, scale = gptq_quantize_weight(
                         lin.weight.data,
                         H,
                         q.w_bits,
@@ -134,17 +141,22 @@ def quantize(
                         clip=q.w_clip,
                         clip_min=q.w_clip_min,
                         grid=q.w_clip_grid,
+                        return_scale=True,
                     )
                 else:
-                    w = _wq(lin.weight.data, q)
+                    w, scale = _wq(lin.weight.data, q)
                 lin.weight.data.copy_(w.to(lin.weight.dtype))
                 fq = FakeQuantLinear(lin, act, q.w_bits)
+                if q.w_bits < 16:
+                    fq.w_scale = scale
                 # keep hooks registered on the original module (H_down pre-hook) working
                 fq._forward_pre_hooks = lin._forward_pre_hooks
                 setattr(parent, n, fq)
     if q.quantize_lm_head:
         lin = model.lm_head
-        lin.weight.data.copy_(_wq(lin.weight.data, q))
+        w, scale = _wq(lin.weight.data, q)
+        lin.weight.data.copy_(w)
+        lin.w_scale = scale
     _attach_kv(model, q)
     st.update(quantized=True, quant=q.to_dict())
     return model

@@ -121,13 +121,19 @@ def rtn_quantize_weight(
     clip: str = "mse",
     clip_min: float = 0.8,
     grid: int = 100,
-) -> Tensor:
-    """Round-to-nearest symmetric per-channel (or group-wise) weight quantisation."""
+    return_scale: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Round-to-nearest symmetric per-channel (or group-wise) weight quantisation.
+
+    With ``return_scale`` also returns the scales, shape [rows, groups] (for packing)."""
     if bits >= 16:
-        return w
+        return (w, torch.ones(w.shape[0], 1, dtype=w.dtype)) if return_scale else w
     wg, shape = _grouped(w, groupsize)
     scale = weight_scale(wg, bits, clip=clip, clip_min=clip_min, grid=grid)
-    return quantize_sym(wg, bits, scale).reshape(shape)
+    q = quantize_sym(wg, bits, scale).reshape(shape)
+    if return_scale:
+        return q, scale.reshape(shape[0], -1)
+    return q
 
 
 @torch.no_grad()
@@ -143,14 +149,17 @@ def gptq_quantize_weight(
     clip: str = "mse",
     clip_min: float = 0.8,
     grid: int = 100,
-) -> Tensor:
+    return_scale: bool = False,
+) -> Tensor | tuple[Tensor, Tensor | None]:
     """GPTQ (Frantar et al., 2023): column-wise quantisation with inverse-Hessian error feedback.
 
     ``hessian`` is X^T X / n of the layer's inputs ([cols, cols]); scales come from the same clip
-    search as RTN (per row, or per group at the group's first column).
+    search as RTN (per row, or per group at the group's first column). With ``return_scale``
+    also returns the float64 scales [rows, groups] (None with act_order and groups, whose
+    groups follow the permuted column order).
     """
     if bits >= 16:
-        return w
+        return (w, None) if return_scale else w
     dtype = w.dtype
     W = w.detach().clone().double()
     H = hessian.detach().clone().double()
@@ -172,8 +181,10 @@ def gptq_quantize_weight(
     Hinv = torch.cholesky_inverse(L)
     Hinv = torch.linalg.cholesky(Hinv, upper=True)
     scale = None
+    group_scales: list[Tensor] = []
     if groupsize == -1:
         scale = weight_scale(W, bits, clip=clip, clip_min=clip_min, grid=grid)
+        group_scales.append(scale)
     Q = torch.zeros_like(W)
     for i1 in range(0, cols, blocksize):
         i2 = min(i1 + blocksize, cols)
@@ -187,6 +198,7 @@ def gptq_quantize_weight(
                 # static scale per group from the error-updated weights (GPTQ's groups)
                 blk = torch.cat([W1[:, i:], W[:, i2:]], dim=1)[:, :groupsize]
                 scale = weight_scale(blk, bits, clip=clip, clip_min=clip_min, grid=grid)
+                group_scales.append(scale)
             assert scale is not None
             wcol = W1[:, i]
             q = quantize_sym(wcol.unsqueeze(1), bits, scale).squeeze(1)
@@ -198,7 +210,10 @@ def gptq_quantize_weight(
         W[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
     if perm is not None:
         Q = Q[:, torch.argsort(perm)]
-    return Q.to(dtype)
+    if not return_scale:
+        return Q.to(dtype)
+    scales = None if perm is not None and groupsize != -1 else torch.cat(group_scales, dim=1)
+    return Q.to(dtype), scales
 
 
 def ste(fn: Callable[[Tensor], Tensor], x: Tensor) -> Tensor:
@@ -229,6 +244,7 @@ class FakeQuantLinear(nn.Module):
         self.in_features, self.out_features = base.in_features, base.out_features
         self.act = act
         self.w_bits = w_bits
+        self.w_scale: Tensor | None = None  # grid scales [rows, groups], kept for packing
 
     def forward(self, x: Tensor) -> Tensor:
         return nn.functional.linear(self.act(x), self.weight, self.bias)

@@ -302,17 +302,39 @@ class Transition:
     Q: Tensor | None
     M: Tensor
     rank: int
+    _cache: tuple[Tensor, Tensor] | None = field(default=None, repr=False, compare=False)
+
+    def _factors(self, h: Tensor) -> tuple[Tensor, Tensor]:
+        """(P, Q^T) with P = Q M in h's dtype/device, cast once and kept (dense: (M, I))."""
+        c = self._cache
+        if c is None or c[0].dtype != h.dtype or c[0].device != h.device:
+            M = self.M.to(device=h.device)
+            if self.Q is None:
+                c = (M.to(h.dtype), torch.empty(0))
+            else:
+                Q = self.Q.to(device=h.device)
+                # P = Q M in the stored precision, then cast: one rounding instead of two
+                c = ((Q @ M).to(h.dtype), Q.T.to(h.dtype).contiguous())
+            self._cache = c
+        return c
 
     def __call__(self, h: Tensor) -> Tensor:
-        if self.M.dtype != h.dtype or self.M.device != h.device:  # cast once, keep the copy
-            self.M = self.M.to(device=h.device, dtype=h.dtype)
-            if self.Q is not None:
-                self.Q = self.Q.to(device=h.device, dtype=h.dtype)
-        M = self.M
+        P, Qt = self._factors(h)
         if self.Q is None:
-            return h @ M
-        Q = self.Q
-        return ((h @ Q) @ M) @ Q.T
+            return h @ P
+        return (h @ P) @ Qt
+
+    def add_to(self, out: Tensor, h: Tensor) -> Tensor:
+        """``out + self(h)``; in place (one fused addmm) when no gradient is recorded."""
+        if torch.is_grad_enabled() or not out.is_contiguous() or out.shape != h.shape:
+            return out + self(h)
+        P, Qt = self._factors(h)
+        o2, h2 = out.view(-1, out.shape[-1]), h.reshape(-1, h.shape[-1])
+        if self.Q is None:
+            o2.addmm_(h2, P)
+        else:
+            o2.addmm_(h2 @ P, Qt)
+        return out
 
     @property
     def is_identity(self) -> bool:
@@ -374,8 +396,8 @@ def attach_online(model: nn.Module, state: OnlineState) -> None:
             ) -> Any:
                 h = box.pop("h")
                 if isinstance(out, tuple):
-                    return (out[0] + tr(h), *out[1:])
-                return out + tr(h)
+                    return (tr.add_to(out[0], h), *out[1:])
+                return tr.add_to(out, h)
 
             state.handles.append(norm.register_forward_pre_hook(record))
             state.handles.append(block.register_forward_hook(add))
@@ -394,12 +416,12 @@ def online_state(model: nn.Module) -> OnlineState | None:
 
 
 def make_had_down(
-    model: nn.Module, enabled: bool, dense: bool = False, seed: int = 0
+    model: nn.Module, enabled: bool, dense: bool = False, seed: int = 0, block: bool = False
 ) -> OnlineHadamard | None:
     if not enabled:
         return None
     d = check_model(model)
-    return OnlineHadamard(d.intermediate, dense=dense, seed=seed, what="online H_down")
+    return OnlineHadamard(d.intermediate, dense=dense, block=block, seed=seed, what="online H_down")
 
 
 @torch.no_grad()
@@ -411,6 +433,7 @@ def apply_rotations(
     *,
     online_had_down: bool = True,
     online_dense: bool = False,
+    online_block: bool = False,
     center_embeddings: bool = False,
 ) -> nn.Module:
     """Fuse a rotation set into ``model`` in place and attach the online hooks (spec 2.1-2.4).
@@ -454,7 +477,7 @@ def apply_rotations(
         for i in range(d.layers):
             attn.append(make(R_attn[i].T @ R_ffn[i])[0])
             ffn.append(make(R_ffn[i].T @ R_attn[i + 1])[0])
-    had = make_had_down(model, online_had_down, online_dense)
+    had = make_had_down(model, online_had_down, online_dense, block=online_block)
     fuse_bases(model, R_attn, R_ffn, R_head, had)
     state = OnlineState(attn, ffn, r, had)
     attach_online(model, state)
@@ -466,6 +489,7 @@ def apply_rotations(
         rebase=bool(rebase),
         online_had_down=bool(online_had_down),
         online_dense=bool(online_dense),
+        online_block=bool(online_block),
     )
     model._respin_rotations = RotationSet(R_attn, R_ffn, R_head, rs.seed, rs.method)  # type: ignore[assignment]
     return model
