@@ -2,8 +2,8 @@
 
 64 held-out prompts, γ = 5, evenly spaced 3-of-8 mask, τ = (0.7, 0.5), greedy. Asserted:
 full-model forwards VIA < SD < AR and VIA <= 0.8 x SD; VIA accuracy within 0.10 of AR; SD
-output identical to AR; AR forwards == tokens; the block model predicts VIA's target
-forwards per block within 10 %. Rejection rates are reported beside SD's (greedy and
+output identical to AR; AR forwards == tokens; the block model (applied to each block's own
+draft length) predicts VIA's target forwards per block within 10 %. Rejection rates are reported beside SD's (greedy and
 sampling), not asserted: in greedy mode a slim regeneration counts as a rejection, so the
 rate can only fall by accepting tokens the target would reject (prototype: no gap).
 """
@@ -23,7 +23,7 @@ from via_sd import (
     via_sd_generate,
 )
 from via_sd.bench import COUNTERS, measure_latencies
-from via_sd.theory import via_block_model
+from via_sd.theory import via_block_model, via_target_calls_per_block
 from via_sd.tiny import score
 
 
@@ -73,7 +73,8 @@ def test_claim_fewer_full_model_forwards_at_near_ar_accuracy(greedy_run):
         print(
             f"  {m}: target_forwards={t['target_forwards']} acc={t['accuracy']:.3f} "
             f"rej={t['rejection_rate']:.3f} tiers=({t['tier_a']},{t['tier_b']},{t['tier_c']}) "
-            f"slim={t['slim_forwards']} draft={t['draft_forwards']}"
+            f"slim={t['slim_forwards']} draft={t['draft_forwards']} "
+            f"target_tokens={t['target_tokens_processed']} slim_tokens={t['slim_tokens_processed']}"
         )
     print(
         f"  VIA/SD target forwards = {T['via']['target_forwards'] / T['sd']['target_forwards']:.3f}"
@@ -85,21 +86,26 @@ def test_claim_fewer_full_model_forwards_at_near_ar_accuracy(greedy_run):
 
 
 @pytest.mark.claim
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured on the fixtures: the i.i.d. block model predicts 0.766 target calls per "
-    "block, measured 0.645 (-16 %, outside the issue's 10 %): tier-C positions cluster in the "
-    "same blocks (hard M digits), which the i.i.d. model ignores. Kept as a strict xfail "
-    "so the miss stays visible (see README)",
-)
 def test_claim_theory_predicts_target_forwards_per_block(greedy_run, fx):
+    """Spec E3 / issue 3: the block model with the measured tier rates predicts the measured
+    target calls per block within 10 %. The model is applied to each block's own draft length
+    (blocks end early at EOS and at the token budget: 164 of 626 blocks offered 2-4 drafts,
+    not γ = 5). Calibration run: per-block prediction 0.714 vs measured 0.645 (-9.6 %); the
+    fixed-γ closed form predicts 0.766 (-16 %), printed for the record, not asserted."""
     v = totals(greedy_run["via"])
     n = v["drafted"]
     a, b, e = v["tier_a"] / n, v["tier_b"] / n, v["tier_c"] / n
     kc = 1 - v["rejections_c"] / v["tier_c"] if v["tier_c"] else 1.0
-    pred = via_block_model(a, b, e, 0.0, kc, 5, 0.1, 0.55).target_calls_per_block
+    drafts = [g for r, _ in greedy_run["via"] for g in r.stats.block_drafts]
+    assert len(drafts) == v["blocks"]
+    pred = via_target_calls_per_block(a, b, e, 0.0, kc, drafts)
+    fixed = via_block_model(a, b, e, 0.0, kc, 5, 0.1, 0.55).target_calls_per_block
     measured = v["target_forwards"] / v["blocks"]
-    print(f"\ntheory: predicted {pred:.3f} vs measured {measured:.3f} target calls per block")
+    print(
+        f"\ntheory: per-block {pred:.3f} (fixed gamma=5: {fixed:.3f}) vs measured "
+        f"{measured:.3f} target calls per block ({sum(g < 5 for g in drafts)} of "
+        f"{len(drafts)} blocks offered fewer than 5 drafts)"
+    )
     assert measured == pytest.approx(pred, rel=0.10)
 
 

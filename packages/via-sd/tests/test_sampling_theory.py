@@ -123,6 +123,34 @@ def test_via_block_model_matches_simulation():
     assert qcalls / blocks == pytest.approx(m.target_calls_per_block, rel=0.02)
 
 
+def test_per_block_target_calls_matches_simulation_with_mixed_draft_lengths():
+    """The per-block form averages 1 - P_noq(γ_b) over the blocks' own draft lengths; a
+    simulation with blocks of 2..5 positions agrees, and one γ for every block gives the
+    closed form."""
+    rng = random.Random(2)
+    a, b, e, kb, kc = 0.6, 0.1, 0.3, 0.0, 0.2
+    gammas = [rng.choice([2, 3, 5, 5]) for _ in range(40_000)]
+    qcalls = 0
+    for g in gammas:
+        for _ in range(g):
+            u = rng.random()
+            if u < a:
+                continue
+            if u < a + b:
+                if rng.random() < kb:
+                    continue
+                break
+            qcalls += 1
+            break  # q is called once per block; whether it accepts does not matter here
+    pred = theory.via_target_calls_per_block(a, b, e, kb, kc, gammas)
+    assert qcalls / len(gammas) == pytest.approx(pred, rel=0.02)
+    one = theory.via_block_model(a, b, e, kb, kc, 5, 0.1, 0.55).target_calls_per_block
+    assert theory.via_target_calls_per_block(a, b, e, kb, kc, [5] * 7) == pytest.approx(one)
+    assert theory.via_target_calls_per_block(a, b, e, kb, kc, [0, 0]) == 0.0
+    with pytest.raises(ValueError):
+        theory.via_target_calls_per_block(a, b, e, kb, kc, [])
+
+
 @pytest.mark.parametrize(
     "call",
     [

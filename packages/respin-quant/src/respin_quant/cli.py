@@ -118,7 +118,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from respin_quant.lm_eval_adapter import run_lm_eval
 
         res["lm_eval"] = run_lm_eval(
-            model, tok, args.tasks.split(","), limit=args.limit, batch_size=args.batch_size
+            model,
+            tok,
+            args.tasks.split(","),
+            limit=args.limit,
+            batch_size=args.batch_size,
+            include_path=args.include_path,
         )
     print(json.dumps(res, indent=2, default=str))
     if args.json:
@@ -310,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tasks", default=None, help="comma-separated lm-eval tasks (needs the lm-eval extra)"
     )
     e.add_argument("--limit", type=int, default=None)
+    e.add_argument("--include-path", default=None, help="folder of extra lm-eval task YAMLs")
     e.add_argument("--batch-size", type=int, default=1)
     e.add_argument("--dtype", default=None)
     e.add_argument("--device", default=None)

@@ -63,8 +63,11 @@ def run_lm_eval(
     limit: int | None = None,
     batch_size: int = 1,
     num_fewshot: int | None = None,
+    include_path: str | None = None,
 ) -> dict[str, Any]:
-    """Zero-shot scores: acc_norm where the task defines it, else acc (spec 2.5)."""
+    """Zero-shot scores: acc_norm where the task defines it, else acc (spec 2.5).
+
+    ``include_path``: a folder of extra lm-eval task YAMLs (e.g. a task over local files)."""
     lm_eval = _require()
     from lm_eval.models.huggingface import HFLM
 
@@ -72,7 +75,15 @@ def run_lm_eval(
         raise RespinError("lm-eval needs a tokenizer saved with the model")
     register()
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
-    out = lm_eval.simple_evaluate(model=lm, tasks=list(tasks), limit=limit, num_fewshot=num_fewshot)
+    from lm_eval.tasks import TaskManager
+
+    out = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=list(tasks),
+        limit=limit,
+        num_fewshot=num_fewshot,
+        task_manager=TaskManager(include_path=include_path),
+    )
     scores: dict[str, Any] = {}
     for task, res in out["results"].items():
         for key in ("acc_norm,none", "acc,none"):

@@ -30,6 +30,7 @@ COUNTERS = (
     "target_forwards",
     "target_tokens_processed",
     "slim_forwards",
+    "slim_tokens_processed",
     "draft_forwards",
     "drafted",
     "tier_a",

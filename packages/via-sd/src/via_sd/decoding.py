@@ -222,6 +222,7 @@ def _speculative(
             if d in eos:
                 drafts = drafts[: i + 1]
                 break
+        stats.block_drafts.append(len(drafts))
         n = len(seq)
         block = seq + drafts
         sl = ts.logits_from(block, n - 1) if ts is not None else None

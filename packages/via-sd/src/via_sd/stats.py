@@ -20,6 +20,8 @@ class DecodeStats:
     (``rejections = rejections_b + rejections_c``). A tier-B regeneration that emits a token other
     than the draft counts as a rejection. ``lossless`` is True only when the output provably
     follows the target's (greedy: equals greedy q; sampling: is distributed as q).
+    ``block_drafts`` holds the number of draft positions each block offered (γ, or fewer at
+    an EOS or the token budget), which the block model of ``via_sd.theory`` needs.
     """
 
     tokens: int = 0
@@ -36,6 +38,7 @@ class DecodeStats:
     rejections_b: int = 0
     rejections_c: int = 0
     blocks: int = 0
+    block_drafts: list[int] = field(default_factory=list)
     divergence_rate: float | None = None
     lossless: bool = True
     wall_time_s: float = 0.0

@@ -5,6 +5,7 @@ All functions are pure Python (no torch), usable from ``via-sd theory``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from via_sd.errors import ViaSDConfigError
@@ -93,6 +94,33 @@ def via_block_model(
     n = geometric_tokens(s, g)
     cost = g * c + c_s + (1.0 - p_noq)
     return ViaBlockModel(s, u, w, n, p_noq, 1.0 - p_noq, cost, n / cost)
+
+
+def via_target_calls_per_block(
+    a: float,
+    b: float,
+    e: float,
+    kappa_b: float,
+    kappa_c: float,
+    block_drafts: Iterable[int],
+) -> float:
+    """Expected target calls per block, the block model applied to each block's own draft
+    length (``DecodeStats.block_drafts``): mean over blocks of 1 - P_noq(γ_b).
+
+    The closed form assumes every block offers γ drafts; real runs end blocks early at an EOS
+    or the token budget, and a block with fewer positions calls q less often. A block with no
+    draft positions calls q 0 times (VIA-SD's bonus token then comes from q')."""
+    gs = [int(g) for g in block_drafts]
+    if not gs:
+        raise ViaSDConfigError("block_drafts is empty: run at least one block")
+    if any(g < 0 for g in gs):
+        raise ViaSDConfigError("block draft lengths must be >= 0")
+    calls = {
+        g: via_block_model(a, b, e, kappa_b, kappa_c, g, 0.0, 0.0).target_calls_per_block
+        for g in set(gs)
+        if g > 0
+    }
+    return sum(calls.get(g, 0.0) for g in gs) / len(gs)
 
 
 def via_speedup(
