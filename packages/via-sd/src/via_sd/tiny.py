@@ -155,10 +155,12 @@ STAGE2 = TrainSpec(steps=1000, batch_size=32, lr=2e-3, warmup_steps=20, max_leng
 #: :data:`STAGE2_MAX_EXTENSIONS` times. On this project's machine stage 2 passes after its
 #: 1,000 steps (0.922) and no extension runs; with two torch threads the same recipe ended at
 #: 0.844, which is what the extension is for (BLAS summation order differs across CPUs).
+#: Exercised on a deliberately short stage 2 (300 steps): exact match 0.469, then 0.531,
+#: 0.750, 0.844, 0.984 after each chunk (lr 2e-3); chunks at lr 5e-4 only reached 0.828.
 #: Not part of the cache key: an entry is only written when the gate passes, and when it
 #: passes without extension the weights are exactly those of the recipe without the policy.
 STAGE2_EXTENSION = TrainSpec(
-    steps=250, batch_size=32, lr=5e-4, warmup_steps=10, max_length=48, seed=101
+    steps=250, batch_size=32, lr=2e-3, warmup_steps=10, max_length=48, seed=101
 )
 STAGE2_MAX_EXTENSIONS = 4
 
