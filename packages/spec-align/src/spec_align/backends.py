@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,12 +30,22 @@ BACKEND_PREFIXES = ("hf:", "openai:", "vllm:", "tiny")
 
 @dataclass
 class Completion:
-    """One model reply (``text`` excludes any stop string)."""
+    """One model reply (``text`` excludes any stop string).
+
+    ``prompt_tokens`` is the length of the whole prompt; ``prefill_tokens`` the prompt tokens the
+    model actually ran in prefill (fewer when a cached KV prefix was reused; ``None``: all).
+    """
 
     text: str
     prompt_tokens: int
     completion_tokens: int
     finish_reason: str
+    prefill_tokens: int | None = None
+
+    @property
+    def prefilled(self) -> int:
+        """Prompt tokens processed in prefill (``prompt_tokens`` unless a prefix was reused)."""
+        return self.prompt_tokens if self.prefill_tokens is None else self.prefill_tokens
 
 
 @dataclass(frozen=True)
@@ -99,6 +110,10 @@ class Backend(ABC):
         self._count(len(batch))
         return self._continue_many(batch, prefixes, list(stop or []), self._params(gen))
 
+    def release(self, batch: list[Messages]) -> None:
+        """Forget any per-conversation state kept for ``batch`` (a finished item); no-op here."""
+        del batch
+
     @abstractmethod
     def _chat_many(self, batch: list[Messages], p: GenParams) -> list[Completion]: ...
 
@@ -116,6 +131,14 @@ def _strip_empty_think(rendered: str) -> str:
     return rendered
 
 
+def _plain_dynamic(cache: Any) -> bool:
+    """A ``DynamicCache`` of full-attention layers only (so ``crop`` is exact)."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+
 class HFBackend(Backend):
     """In-process transformers model via :class:`llmcore.generation.HFBackend` (batched)."""
 
@@ -131,10 +154,23 @@ class HFBackend(Backend):
         batch_size: int = 16,
         prepend_bos: bool = False,
         system_prompt: str | None = None,
+        prefix_cache: bool = True,
+        prefix_cache_size: int = 64,
         **default_gen: Any,
     ) -> None:
         """``prepend_bos``: put the tokenizer's bos before the rendered chat (for templates that
-        do not add it themselves, like the llmcore zoo template)."""
+        do not add it themselves, like the llmcore zoo template).
+
+        ``prefix_cache``: keep, per conversation, the KV cache (``DynamicCache``) of the last
+        prompt + completion of a ``continue_*`` call; a later continuation whose token ids
+        start with it (Align3 stages 2-3, MoreThink's ``Wait,`` rounds) runs the model on the
+        uncached suffix only (``Completion.prefill_tokens``). Continuations stay batched
+        (``batch_size``): each row is its cached prefix and its new tokens, padding masked, so
+        greedy outputs equal those without reuse (tested token for token). At most
+        ``prefix_cache_size`` conversations are kept (least recently used dropped first; each
+        holds ``prompt + completion`` tokens of KV on ``device``); methods call
+        :meth:`release` when an item is finished. ``chat`` calls never use it.
+        """
         from llmcore.generation.hf import HFBackend as CoreHF
 
         super().__init__(**default_gen)
@@ -149,6 +185,14 @@ class HFBackend(Backend):
         self.tokenizer = self.core.tokenizer
         self.prepend_bos = prepend_bos
         self.system_prompt = system_prompt
+        if not isinstance(prefix_cache_size, int) or prefix_cache_size < 1:
+            raise ValueError(f"prefix_cache_size={prefix_cache_size!r} must be an int >= 1")
+        self.prefix_cache = prefix_cache
+        self.prefix_cache_size = prefix_cache_size
+        # serial -> (rendered conversation, token ids whose KV is in the cache, DynamicCache);
+        # a conversation may have several entries (the same prompt twice in a batch).
+        self._kv: OrderedDict[int, tuple[str, list[int], Any]] = OrderedDict()
+        self._serial = 0
         self.name = f"hf:{getattr(self.core.model, 'name_or_path', '') or 'model'}"
 
     def render(self, messages: Messages, prefix: str | None = None) -> str:
@@ -168,10 +212,11 @@ class HFBackend(Backend):
             text = tok.bos_token + text
         return text
 
-    def _run(self, prompts: list[str], stop: list[str], p: GenParams) -> list[Completion]:
+    @staticmethod
+    def _sampling(stop: list[str], p: GenParams) -> Any:
         from llmcore.generation import SamplingParams
 
-        sp = SamplingParams(
+        return SamplingParams(
             temperature=p.temperature,
             top_p=p.top_p,
             top_k=p.top_k,
@@ -179,7 +224,9 @@ class HFBackend(Backend):
             seed=p.seed,
             stop=stop,
         )
-        outs = self.core.generate(prompts, sp)
+
+    def _run(self, prompts: list[str], stop: list[str], p: GenParams) -> list[Completion]:
+        outs = self.core.generate(prompts, self._sampling(stop, p))
         n_prompt = [len(x) for x in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
         return [
             Completion(o[0].text, n, len(o[0].token_ids), o[0].finish_reason)
@@ -192,7 +239,131 @@ class HFBackend(Backend):
     def _continue_many(
         self, batch: list[Messages], prefixes: list[str], stop: list[str], p: GenParams
     ) -> list[Completion]:
-        return self._run([self.render(m, x) for m, x in zip(batch, prefixes, strict=True)], stop, p)
+        prompts = [self.render(m, x) for m, x in zip(batch, prefixes, strict=True)]
+        if not self.prefix_cache:
+            return self._run(prompts, stop, p)
+        import torch
+
+        sp = self._sampling(stop, p)
+        keys = [self.render(m) for m in batch]
+        step = self.core.batch_size
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+        out: list[Completion] = []
+        with torch.random.fork_rng(devices=cuda, enabled=p.seed is not None):
+            if p.seed is not None:
+                torch.manual_seed(p.seed)
+            for i in range(0, len(prompts), step):
+                out += self._continue_cached(keys[i : i + step], prompts[i : i + step], sp)
+        return out
+
+    def _lookup(self, key: str, ids: list[int]) -> tuple[int, Any]:
+        """``(reused, cache)``: the entry of conversation ``key`` sharing the longest token prefix
+        with ``ids``, taken out of the store and cropped to that prefix (at least one token of
+        ``ids`` is left to run); ``(0, None)`` when nothing is reusable."""
+        best, reused = None, 0
+        for serial, (k, cached_ids, _) in self._kv.items():
+            if k != key:
+                continue
+            n, common = min(len(cached_ids), len(ids) - 1), 0
+            while common < n and cached_ids[common] == ids[common]:
+                common += 1
+            if best is None or common > reused:
+                best, reused = serial, common
+        if best is None:
+            return 0, None
+        cache = self._kv.pop(best)[2]
+        if not reused or not _plain_dynamic(cache):
+            return 0, None  # sliding-window / linear layers cannot be cropped back exactly
+        cache.crop(reused - cache.get_seq_length())  # drop tokens past the common prefix
+        return reused, cache
+
+    def _continue_cached(self, keys: list[str], prompts: list[str], sp: Any) -> list[Completion]:
+        """One batched continuation that reuses each conversation's longest cached KV prefix.
+
+        Layout of row ``i`` (``r`` reused tokens, ``d`` new ones; ``C``/``D`` the batch maxima):
+        ``[pad]*(C-r) + cached + [pad]*(D-d) + new``, masked where padded; positions follow the
+        mask (as in a left-padded batch), so every real token sees the same context.
+        """
+        import torch
+        from transformers import DynamicCache
+
+        tok, core = self.tokenizer, self.core
+        dev = core.device
+        all_ids: list[list[int]] = tok(prompts)["input_ids"]  # as llmcore tokenizes
+        if any(not x for x in all_ids):
+            raise SpecBackendError("a rendered prompt is empty after tokenization")
+        found = [self._lookup(k, x) for k, x in zip(keys, all_ids, strict=True)]
+        reused = [r for r, _ in found]
+        big_c = max(reused)
+        big_d = max(len(x) - r for x, r in zip(all_ids, reused, strict=True))
+        pad = tok.pad_token_id
+        rows, mask = [], []
+        for x, r in zip(all_ids, reused, strict=True):
+            d = len(x) - r
+            rows.append([pad] * (big_c - r) + x[:r] + [pad] * (big_d - d) + x[r:])
+            mask.append([0] * (big_c - r) + [1] * r + [0] * (big_d - d) + [1] * d)
+        input_ids = torch.tensor(rows, device=dev)
+        attention = torch.tensor(mask, device=dev)
+        past = None
+        if big_c:
+            layers = []
+            ref = next(c for _, c in found if c is not None)
+            for li, layer in enumerate(ref.layers):
+                ks, vs = [], []
+                for r, c in found:
+                    k0 = layer.keys if c is None else c.layers[li].keys
+                    v0 = layer.values if c is None else c.layers[li].values
+                    k1 = k0.new_zeros((1, k0.shape[1], big_c - r, k0.shape[3]))
+                    ks.append(torch.cat([k1, k0[:, :, :r]], dim=2))
+                    vs.append(
+                        torch.cat([v0.new_zeros(k1.shape[:3] + v0.shape[3:]), v0[:, :, :r]], 2)
+                    )
+                layers.append((torch.cat(ks), torch.cat(vs)))
+            past = DynamicCache(ddp_cache_data=layers)
+        extra = {"tokenizer": tok} if sp.stop else {}
+        with torch.inference_mode():
+            res = core.model.generate(
+                input_ids=input_ids,
+                attention_mask=attention,
+                past_key_values=past,
+                generation_config=core._generation_config(sp),
+                **extra,
+            )
+        width = input_ids.shape[1]
+        steps = res.sequences.shape[1] - width
+        cache = res.past_key_values
+        keep = _plain_dynamic(cache)
+        comps = []
+        for i, (key, x) in enumerate(zip(keys, all_ids, strict=True)):
+            gen_ids, text, reason = core._finish(res.sequences[i, width:].tolist(), sp)
+            if keep:
+                fed = min(len(gen_ids), steps - 1)  # the last sampled token is never fed back
+                sel = torch.cat(
+                    [attention[i].nonzero()[:, 0], torch.arange(width, width + fed, device=dev)]
+                )
+                kv = [
+                    (layer.keys[i : i + 1, :, sel], layer.values[i : i + 1, :, sel])
+                    for layer in cache.layers
+                ]
+                self._serial += 1
+                self._kv[self._serial] = (key, x + gen_ids[:fed], DynamicCache(ddp_cache_data=kv))
+            n_prompt = len(tok(prompts[i], add_special_tokens=False)["input_ids"])
+            comps.append(
+                Completion(text, n_prompt, len(gen_ids), reason, prefill_tokens=len(x) - reused[i])
+            )
+        while len(self._kv) > self.prefix_cache_size:
+            self._kv.popitem(last=False)
+        return comps
+
+    def release(self, batch: list[Messages]) -> None:
+        """Drop the cached KV of these conversations (call when their item is finished)."""
+        keys = {self.render(m) for m in batch}
+        for serial in [s for s, (k, _, _) in self._kv.items() if k in keys]:
+            del self._kv[serial]
+
+    def clear_prefix_cache(self) -> None:
+        """Drop every cached KV prefix."""
+        self._kv.clear()
 
 
 class OpenAICompatBackend(Backend):

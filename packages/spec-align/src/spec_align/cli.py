@@ -31,6 +31,11 @@ def _gen_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--batch-size", type=int, default=16, help="prompts per batched stage (HF)")
     g.add_argument("--num-threads", type=int, default=8, help="concurrent HTTP requests")
+    g.add_argument(
+        "--no-prefix-cache",
+        action="store_true",
+        help="HF: re-prefill every stage instead of reusing the cached KV prefix",
+    )
 
 
 def _gen(a: argparse.Namespace) -> dict[str, Any]:
@@ -50,6 +55,7 @@ def _backend(spec: str, a: argparse.Namespace):
         kw["num_threads"] = a.num_threads
     elif spec.startswith("hf:") or spec == "tiny":
         kw["batch_size"] = a.batch_size
+        kw["prefix_cache"] = not getattr(a, "no_prefix_cache", False)
     return get_backend(spec, **kw)
 
 

@@ -58,7 +58,7 @@ def _usage(comps: list[Completion], *, prompt_once: bool) -> dict[str, int]:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prefill_tokens": sum(c.prompt_tokens for c in comps),
+        "prefill_tokens": sum(c.prefilled for c in comps),
     }
 
 
@@ -151,6 +151,7 @@ class ZeroThink(TTDMethod):
         msgs = [self.messages(it, s, adversarial) for it in items]
         prefix = f"{t.think_open}\n{t.think_close}"
         outs = backend.continue_many(msgs, [prefix] * len(msgs), None, **gen)
+        backend.release(msgs)
         return [
             self._split(
                 prefix + c.text,
@@ -197,6 +198,7 @@ class MoreThink(TTDMethod):
                 comps[i].append(c)
                 heads[i] = heads[i] + c.text.rstrip() + "\n\n" + t.rethink
         outs = backend.continue_many(msgs, heads, None, **gen)
+        backend.release(msgs)
         res = []
         for i, c in enumerate(outs):
             traces[i].append({"kind": "continue", "prefix": heads[i], "stop": None, "text": c.text})
@@ -241,6 +243,7 @@ class Align3(TTDMethod):
         o2 = backend.continue_many(msgs, p2, stop, **gen)
         p3 = [p + o.text.rstrip() + "\n\n" + s3 for p, o in zip(p2, o2, strict=True)]
         o3 = backend.continue_many(msgs, p3, None, **gen)
+        backend.release(msgs)
         res = []
         for i in range(len(msgs)):
             trace = [
@@ -303,7 +306,7 @@ class SelfRefine(TTDMethod):
         def add(i: int, c: Completion, kind: str, m: Messages) -> None:
             for k, v in (
                 ("prompt_tokens", c.prompt_tokens),
-                ("prefill_tokens", c.prompt_tokens),
+                ("prefill_tokens", c.prefilled),
                 ("completion_tokens", c.completion_tokens),
             ):
                 usage[i][k] += v
