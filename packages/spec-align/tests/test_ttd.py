@@ -130,3 +130,15 @@ def test_tpo_keeps_best_and_counts_calls(tiny, synth):
 def test_bad_method_config(name, kw, match):
     with pytest.raises(ValueError, match=match):
         get_method(name, **kw)
+
+
+def test_cli_method_list_matches_the_methods():
+    """The CLI keeps its own copy of the method names (``--help`` must not import the methods'
+    dependencies); it must list exactly the methods ``get_method`` knows."""
+    from spec_align.cli import METHODS
+    from spec_align.ttd import METHOD_NAMES, get_method
+
+    assert tuple(METHODS) == tuple(METHOD_NAMES)
+    for name in METHODS:
+        cfg = {"reward_fn": lambda item, response: 0.0} if name in ("best_of_n", "tpo") else {}
+        assert get_method(name, **cfg).name == name
