@@ -56,14 +56,19 @@ def test_cli_end_to_end(tmp_path, capsys):
     )
     assert main(["data", "validate", str(data)]) == 0
     gen = tmp_path / "r" / "generate.json"
+    generate_synth4 = [
+        "generate",
+        "--scenario",
+        "Synth4",
+        "--data-dir",
+        str(data),
+        "--out",
+        str(gen),
+    ]
     assert (
         main(
             [
-                "generate",
-                "--scenario",
-                "Synth4",
-                "--data-dir",
-                str(data),
+                *generate_synth4,
                 "--backend",
                 "tiny",
                 "--method",
@@ -71,8 +76,6 @@ def test_cli_end_to_end(tmp_path, capsys):
                 "--tiny-templates",
                 "--max-new-tokens",
                 "96",
-                "--out",
-                str(gen),
             ]
         )
         == 0
@@ -105,41 +108,9 @@ def test_cli_end_to_end(tmp_path, capsys):
     assert "holds judged items of scenario ['Synth4']" in capsys.readouterr().err
     assert main([*child, "--out-dir", str(tmp_path / "child")]) == 2
     assert "no rules.json" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "generate",
-                "--scenario",
-                "Synth4",
-                "--data-dir",
-                str(data),
-                "--backend",
-                "bogus:x",
-                "--out",
-                str(gen),
-            ]
-        )
-        == 2
-    )
+    assert main([*generate_synth4, "--backend", "bogus:x"]) == 2
     assert "valid: hf:" in capsys.readouterr().err
-    assert (
-        main(
-            [
-                "generate",
-                "--scenario",
-                "Synth4",
-                "--data-dir",
-                str(data),
-                "--backend",
-                "tiny",
-                "--method",
-                "best_of_n",
-                "--out",
-                str(gen),
-            ]
-        )
-        == 2
-    )
+    assert main([*generate_synth4, "--backend", "tiny", "--method", "best_of_n"]) == 2
     assert "--reward" in capsys.readouterr().err
 
 

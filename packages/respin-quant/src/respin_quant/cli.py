@@ -167,9 +167,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from respin_quant.evaluate import token_stream
 
         model, tok = _load(args.model, args.dtype, args.device)
-        calib = _calib(args, tok, args.nsamples, args.seqlen)
         if tok is None:
             raise RespinError(f"{args.model} has no tokenizer: compare needs one for --ppl")
+        calib = _calib(args, tok, args.nsamples, args.seqlen)
         stream = token_stream(tok, args.ppl)
 
         def ppl(m: Any) -> float:

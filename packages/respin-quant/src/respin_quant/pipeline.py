@@ -298,7 +298,6 @@ def _load_packed(out: Path, dtype: torch.dtype | str | None) -> tuple[nn.Module,
     stored = max(set(floats), key=floats.count) if floats else torch.float32
     model = AutoModelForCausalLM.from_config(cfg, dtype=stored)
     missing, unexpected = model.load_state_dict(state, strict=False)
-    missing = [k for k in missing if not k.endswith("rotary_emb.inv_freq")]
     if missing or unexpected:
         raise RotationError(
             f"{out / PACKED_FILE} does not match config.json: missing {missing[:5]}, "

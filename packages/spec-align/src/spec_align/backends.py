@@ -333,6 +333,7 @@ class HFBackend(Backend):
         steps = res.sequences.shape[1] - width
         cache = res.past_key_values
         keep = _plain_dynamic(cache)
+        n_prompt = [len(t) for t in tok(prompts, add_special_tokens=False)["input_ids"]]
         comps = []
         for i, (key, x) in enumerate(zip(keys, all_ids, strict=True)):
             gen_ids, text, reason = core._finish(res.sequences[i, width:].tolist(), sp)
@@ -347,9 +348,10 @@ class HFBackend(Backend):
                 ]
                 self._serial += 1
                 self._kv[self._serial] = (key, x + gen_ids[:fed], DynamicCache(ddp_cache_data=kv))
-            n_prompt = len(tok(prompts[i], add_special_tokens=False)["input_ids"])
             comps.append(
-                Completion(text, n_prompt, len(gen_ids), reason, prefill_tokens=len(x) - reused[i])
+                Completion(
+                    text, n_prompt[i], len(gen_ids), reason, prefill_tokens=len(x) - reused[i]
+                )
             )
         while len(self._kv) > self.prefix_cache_size:
             self._kv.popitem(last=False)
