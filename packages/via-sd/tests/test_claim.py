@@ -20,6 +20,7 @@ from via_sd import (
     autoregressive_generate,
     layer_mask_even,
     speculative_generate,
+    theory,
     via_sd_generate,
 )
 from via_sd.bench import COUNTERS, measure_latencies
@@ -107,6 +108,68 @@ def test_claim_theory_predicts_target_forwards_per_block(greedy_run, fx):
         f"{len(drafts)} blocks offered fewer than 5 drafts)"
     )
     assert measured == pytest.approx(pred, rel=0.10)
+
+
+def test_cost_model_bounds_wall_clock_against_sd(greedy_run, fx):
+    """Why the CPU wall-clock target (VIA no slower than SD) is out of reach on these
+    fixtures, on any hardware: per block VIA pays one slim pass (c_s of a target forward)
+    to spare q in a share P of blocks, so it is faster only if c_s < P
+    (theory.via_vs_sd_block_cost). A slim forward costs at least the fraction of layers it
+    keeps (5/8 here: it shares embeddings, head and per-call overhead with q and runs 5 of
+    q's 8 layers), and the measured P with this drafter (agreement 0.75) at γ = 5 is 0.37.
+    Counts only, so deterministic; fails (and the README must change) if the fixtures move
+    into the regime where VIA can win."""
+    v = totals(greedy_run["via"])
+    slim = SlimVerifier(fx.target, skip_layers=layer_mask_even(8, 0.45))
+    p_noq = 1.0 - v["target_forwards"] / v["blocks"]
+    floor = theory.via_vs_sd_block_cost(p_noq, 5, 0.0, slim.kept_fraction)
+    print(
+        f"\nP(block spares q) = {p_noq:.3f}; c_s >= kept fraction {slim.kept_fraction:.3f}; "
+        f"VIA/SD cost per block >= {floor:.3f}"
+    )
+    assert p_noq < slim.kept_fraction and floor > 1.0
+
+
+@pytest.fixture(scope="module")
+def strong_run(prompts64):
+    """SD and VIA-SD at γ = 2 with a drafter trained 1,200 steps (agreement 0.974 with q,
+    above the default fixture's 0.6-0.9 gate), 32 prompts, the evenly spaced mask."""
+    from via_sd.tiny import build_fixtures
+
+    strong = build_fixtures(progress=False, drafter_steps=1200)  # ~50 s cold, then cached
+    cfg = ViaSDConfig(gamma=2, max_new_tokens=48, eos_token_id=strong.tokenizer.eos_token_id)
+    return strong, run_all(strong, prompts64[:32], cfg)
+
+
+@pytest.mark.claim
+def test_claim_strong_drafter_regime_favours_via(strong_run):
+    """The paper's wall-clock direction needs the regime where c_s < P (see the test above).
+    With a strong drafter q is spared in most blocks: P >= 0.85 here (calibration: 0.94), far
+    above the kept fraction 5/8 that bounds c_s from below, so VIA's cost per block is below
+    SD's for every c_s up to P. Measured on CPU (README map): VIA 0.80-0.95 x SD's wall-clock
+    at γ = 1..5 with this drafter. The price is accuracy (lossy): printed, not asserted."""
+    strong, run = strong_run
+    v, sd, ar = totals(run["via"]), totals(run["sd"]), totals(run["ar"])
+    slim = SlimVerifier(strong.target, skip_layers=layer_mask_even(8, 0.45))
+    p_noq = 1.0 - v["target_forwards"] / v["blocks"]
+    print(
+        f"\nstrong drafter (agreement {strong.info['agreement']:.3f}), gamma 2: P(block spares q)"
+        f" = {p_noq:.3f}; target forwards VIA {v['target_forwards']} vs SD "
+        f"{sd['target_forwards']}; accuracy AR {ar['accuracy']:.3f} SD {sd['accuracy']:.3f} "
+        f"VIA {v['accuracy']:.3f}; wall VIA/SD {v['wall'] / sd['wall']:.3f}"
+    )
+    assert strong.info["agreement"] > 0.9
+    assert p_noq >= 0.85 and p_noq > slim.kept_fraction + 0.2
+    assert theory.via_vs_sd_block_cost(p_noq, 2, 0.0, slim.kept_fraction) < 0.8
+    assert v["target_forwards"] <= 0.2 * sd["target_forwards"]
+
+
+@pytest.mark.perf
+def test_wall_clock_strong_drafter_regime(strong_run):
+    """Perf marker: in the strong-drafter regime VIA-SD is no slower than SD (calibration:
+    0.80 x at γ = 2)."""
+    _, run = strong_run
+    assert totals(run["via"])["wall"] <= totals(run["sd"])["wall"]
 
 
 @pytest.mark.claim

@@ -128,13 +128,20 @@ def test_generate_search_bench(tiny_dir, tmp_path, capsys):
     ]
     assert main(args) == 0
     table = capsys.readouterr().out
-    assert "via" in table and "hf" in table and "tgt_fwd/sd" in table
+    assert "via" in table and "hf" in table and "tgt_fwd/sd" in table and "modelled_s" in table
+    assert "VIA/SD wall" in table and "c_s =" in table
     rows = [json.loads(x) for x in res.read_text().splitlines()]
     assert {r["method"] for r in rows} == {"ar", "sd", "hf", "via"} and len(rows) == 8
     assert main(args) == 0  # resume: nothing recomputed, same file
     assert len(res.read_text().splitlines()) == 8
     summ = json.loads((tmp_path / "bench.jsonl.summary.json").read_text())
     assert "theory" in summ and summ["latencies"]["c"] > 0
+    vs = summ["versus_sd"]
+    assert vs["break_even_c_s"] == vs["p_no_target_measured"] and vs["wall_ratio_modelled"] > 0
+    assert all(m["modelled_wall_s"] > 0 for m in summ["methods"].values())
+    assert all(
+        r["draft_tokens_processed"] >= r["draft_forwards"] for r in rows if r["method"] != "ar"
+    )
     assert (
         main(
             ["generate", "--target", t, "--drafter", p, "--prompt", "Q:1|", "--skip-layers", "0,1"]

@@ -27,3 +27,24 @@ def test_extends_until_the_gate_passes():
 def test_gives_up_after_max_extensions(max_ext):
     value, k, seen = _run([0.5] * (max_ext + 1), max_ext=max_ext)
     assert (value, k, seen) == (0.5, max_ext, list(range(1, max_ext + 1)))
+
+
+def test_drafter_steps_option(monkeypatch):
+    """``drafter_steps`` builds another drafter (the README's agreement/γ map); the default
+    recipe (and so its zoo cache key) is unchanged, and the agreement gate is enforced for
+    the default drafter only (checked with an impossible gate)."""
+    import via_sd.tiny as tiny
+    from via_sd.errors import ViaSDConfigError
+
+    from llmcore.errors import QualityGateError
+
+    assert tiny.drafter_recipe() == tiny.drafter_recipe(tiny.DRAFTER_STEPS)
+    assert tiny.drafter_recipe().train.steps == 300
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(ViaSDConfigError):
+            tiny.drafter_recipe(bad)
+    monkeypatch.setattr(tiny, "AGREEMENT_GATE", (0.99, 1.0))
+    fx = tiny.build_fixtures(progress=False, drafter_steps=150)  # ~14 s cold, then cached
+    assert fx.info["drafter_steps"] == 150 and 0.0 < fx.info["agreement"] < 0.99
+    with pytest.raises(QualityGateError, match="agreement"):
+        tiny.build_fixtures(progress=False)

@@ -163,3 +163,43 @@ def test_per_block_target_calls_matches_simulation_with_mixed_draft_lengths():
 def test_theory_bad_input(call):
     with pytest.raises(ValueError):
         call()
+
+
+def test_via_vs_sd_block_cost_break_even():
+    # spot value: the claim run's P(no q) 0.37 with c = 0.25, c_s = 0.70 at gamma 5
+    assert theory.via_vs_sd_block_cost(0.37, 5, 0.25, 0.70) == pytest.approx(
+        (1.25 + 0.70 + 0.63) / 2.25
+    )
+    # the slim pass pays off exactly when it costs less than the share of blocks sparing q
+    for p in (0.0, 0.2, 0.5, 0.9):
+        for c_s in (0.1, 0.3, 0.6, 0.95):
+            for c in (0.0, 0.1, 0.5):
+                r = theory.via_vs_sd_block_cost(p, 5, c, c_s)
+                assert (r < 1.0) == (c_s < p)
+    # consistent with the three-tier block model's cost per block
+    m = theory.via_block_model(0.7, 0.05, 0.25, 0.0, 0.8, 5, 0.1, 0.55)
+    assert theory.via_vs_sd_block_cost(m.p_no_target, 5, 0.1, 0.55) == pytest.approx(
+        m.cost_per_block / (5 * 0.1 + 1.0)
+    )
+
+
+def test_modelled_latency_is_linear_in_tokens():
+    # 10 calls over 25 tokens: 10 x 2 ms plus 15 extra tokens at (5-2)/(6-1) = 0.6 ms
+    assert theory.modelled_latency(10, 25, 2e-3, 5e-3, 6) == pytest.approx(10 * 2e-3 + 15 * 6e-4)
+    assert theory.modelled_latency(4, 4, 2e-3, 5e-3, 6) == pytest.approx(8e-3)
+    assert theory.modelled_latency(0, 0, 2e-3, 5e-3, 6) == 0.0
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: theory.via_vs_sd_block_cost(1.5, 5, 0.1, 0.5),
+        lambda: theory.via_vs_sd_block_cost(0.5, 0, 0.1, 0.5),
+        lambda: theory.via_vs_sd_block_cost(0.5, 5, 0.1, -0.5),
+        lambda: theory.modelled_latency(-1, 3, 1e-3, 2e-3, 6),
+        lambda: theory.modelled_latency(1, 3, 1e-3, 2e-3, 1),
+    ],
+)
+def test_cost_model_bad_input(call):
+    with pytest.raises(ValueError):
+        call()

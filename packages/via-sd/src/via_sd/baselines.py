@@ -76,6 +76,6 @@ def hf_assisted_generate(
                 break
     stats.tokens = len(seq) - len(ids)
     stats.target_forwards, stats.target_tokens_processed = ct.calls, ct.tokens
-    stats.draft_forwards = cd.calls
+    stats.draft_forwards, stats.draft_tokens_processed = cd.calls, cd.tokens
     stats.forward_time_s = {"target": ct.seconds, "draft": cd.seconds}
     return GenerationResult(torch.tensor([seq], device=device), stats, len(ids))

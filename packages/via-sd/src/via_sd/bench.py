@@ -22,7 +22,7 @@ from via_sd.decoding import autoregressive_generate, speculative_generate, via_s
 from via_sd.errors import ViaSDConfigError
 from via_sd.slim import FullModel, SlimVerifier
 from via_sd.stats import GenerationResult
-from via_sd.theory import via_block_model
+from via_sd.theory import modelled_latency, via_block_model, via_vs_sd_block_cost
 
 METHODS = ("ar", "sd", "hf", "via")
 COUNTERS = (
@@ -32,6 +32,7 @@ COUNTERS = (
     "slim_forwards",
     "slim_tokens_processed",
     "draft_forwards",
+    "draft_tokens_processed",
     "drafted",
     "tier_a",
     "tier_b",
@@ -113,6 +114,18 @@ def measure_latencies(
     return out
 
 
+def _modelled(tot: dict[str, int], lat: dict[str, float], gamma: int) -> float:
+    """Counts × micro-benchmarked latencies (spec §7) for one method's totals."""
+    total = 0.0
+    for role, key in (("target", "target"), ("slim", "slim"), ("draft", "draft")):
+        calls, toks = tot.get(f"{key}_forwards", 0), tot.get(f"{key}_tokens_processed", 0)
+        if calls:
+            total += modelled_latency(
+                calls, max(toks, calls), lat[f"t_{role}_1"], lat[f"t_{role}_{gamma + 1}"], gamma + 1
+            )
+    return total
+
+
 def _mb(n_bytes: float) -> float:
     return n_bytes / 2**20
 
@@ -141,7 +154,7 @@ def summarize(
         rs = [r for r in records if r["method"] == m]
         if not rs:
             continue
-        tot = {k: sum(r[k] for r in rs) for k in COUNTERS}
+        tot = {k: sum(r.get(k, 0) for r in rs) for k in COUNTERS}
         corr = [r["correct"] for r in rs if r["correct"] is not None]
         divs = [r["divergence_rate"] for r in rs if r.get("divergence_rate") is not None]
         per[m] = {
@@ -154,6 +167,8 @@ def summarize(
             "divergence_rate": statistics.fmean(divs) if divs else None,
             **mem.get(m, {}),
         }
+        if lat is not None:
+            per[m]["modelled_wall_s"] = _modelled(tot, lat, cfg.gamma)
     for m, s in per.items():
         row = {
             "method": m,
@@ -163,6 +178,8 @@ def summarize(
         row["rej_rate"] = s["rejection_rate"] if s["rejection_rate"] is not None else "-"
         row["acc"] = s["accuracy"] if s["accuracy"] is not None else "-"
         row["wall_s"] = s["wall_s_total"]
+        if "modelled_wall_s" in s:
+            row["modelled_s"] = s["modelled_wall_s"]
         for base in ("ar", "sd"):
             if base in per:
                 b = per[base]
@@ -196,7 +213,45 @@ def summarize(
                 **model.to_dict(),
                 "measured_target_calls_per_block": v["target_forwards"] / v["blocks"],
             }
+            # VIA beats SD per block only if the slim pass costs less than the share of
+            # blocks in which q is spared (theory.via_vs_sd_block_cost)
+            p_noq = 1.0 - v["target_forwards"] / v["blocks"]
+            summary["versus_sd"] = {
+                "p_no_target_measured": p_noq,
+                "break_even_c_s": p_noq,
+                "c_s": lat["c_s"],
+                "block_cost_ratio_predicted": via_vs_sd_block_cost(
+                    p_noq, cfg.gamma, lat["c"], lat["c_s"]
+                ),
+            }
+            if "sd" in per:
+                sd = per["sd"]
+                summary["versus_sd"]["wall_ratio_measured"] = v["wall_s_total"] / max(
+                    sd["wall_s_total"], 1e-12
+                )
+                summary["versus_sd"]["wall_ratio_modelled"] = v["modelled_wall_s"] / max(
+                    sd["modelled_wall_s"], 1e-12
+                )
     return rows, summary
+
+
+def versus_sd_line(summary: dict[str, Any]) -> str | None:
+    """One line on why VIA-SD is or is not faster than SD here (``None`` without the data)."""
+    vs = summary.get("versus_sd")
+    if not vs:
+        return None
+    head = ""
+    if "wall_ratio_measured" in vs:
+        head = (
+            f"VIA/SD wall {vs['wall_ratio_measured']:.3f} measured, "
+            f"{vs['wall_ratio_modelled']:.3f} modelled; "
+        )
+    verdict = "pays off" if vs["c_s"] < vs["break_even_c_s"] else "cannot pay off"
+    return (
+        f"{head}the slim pass {verdict}: it costs c_s = {vs['c_s']:.2f} of a target forward "
+        f"and spares q in {vs['p_no_target_measured']:.2f} of blocks (VIA gains only when "
+        "c_s is below that share)"
+    )
 
 
 def run_bench(

@@ -184,6 +184,24 @@ def _via_lossless(slim: SlimVerifier, cfg: ViaSDConfig) -> bool:
     return cfg.greedy and empty and cfg.tau_accept >= 1.0
 
 
+def _tiers(
+    sl: torch.Tensor, sp: torch.Tensor | None, drafts: list[int], cfg: ViaSDConfig
+) -> list[str]:
+    """Tier of every draft position from q''s logits ``sl`` (greedy: r_j = q'(d_j)/max q' from
+    the raw logits) or its processed distribution ``sp`` (sampling), spec §2.2."""
+    if not drafts:
+        return []
+    k = len(drafts)
+    idx = torch.tensor(drafts, dtype=torch.long, device=sl.device).unsqueeze(-1)
+    if sp is None:
+        x = sl[:k]
+        r = torch.exp(x.gather(-1, idx).squeeze(-1) - x.max(-1).values)
+    else:
+        x = sp[:k]
+        r = x.gather(-1, idx).squeeze(-1) / x.max(-1).values
+    return [route(v, cfg.tau_accept, cfg.tau_escalate) for v in r.tolist()]
+
+
 def _speculative(
     target: nn.Module,
     drafter_in: Drafter | nn.Module,
@@ -227,27 +245,25 @@ def _speculative(
         block = seq + drafts
         sl = ts.logits_from(block, n - 1) if ts is not None else None
         sp = sampler.probs(sl) if (sl is not None and not greedy) else None
+        # Route every draft and take q''s argmaxes in one pass per block: one host sync per
+        # model call instead of one per draft position (matters on GPU).
+        tiers = ["c"] * len(drafts) if sl is None else _tiers(sl, sp, drafts, cfg)
+        s_arg = sl.argmax(-1).tolist() if (sl is not None and greedy) else None
         tl: torch.Tensor | None = None
         tp: torch.Tensor | None = None
+        t_arg: list[int] | None = None
         out: list[int] = []
         stopped = False
-        for j, d in enumerate(drafts):
+        for j, (d, tier) in enumerate(zip(drafts, tiers, strict=True)):
             stats.drafted += 1
-            if sl is None:
-                tier = "c"
-            elif greedy:  # r_j = q'(d)/max q' from raw logits
-                tier = route(
-                    float(torch.exp(sl[j][d] - sl[j].max())), cfg.tau_accept, cfg.tau_escalate
-                )
-            else:
-                tier = route(float(sp[j][d] / sp[j].max()), cfg.tau_accept, cfg.tau_escalate)
             if tier == "c" and tl is None:
                 tl = tq.logits_from(block, n - 1)
                 tp = None if greedy else sampler.probs(tl)
+                t_arg = tl.argmax(-1).tolist() if greedy else None
             if tier == "a":
                 t, ok = d, True
             elif greedy:
-                t = int((sl if tier == "b" else tl)[j].argmax())
+                t = (s_arg if tier == "b" else t_arg)[j]
                 ok = t == d
             else:
                 t, ok = speculative_step(d, dprobs[j], (sp if tier == "b" else tp)[j], sampler)
@@ -297,4 +313,5 @@ def _speculative(
     if ts is not None:
         stats.slim_forwards, stats.slim_tokens_processed = ts.calls, ts.tokens
     stats.draft_forwards = drafter.forwards
+    stats.draft_tokens_processed = drafter.tokens_processed
     return _finish(seq, n0, stats, t0, target, cfg)

@@ -41,6 +41,11 @@ class Drafter(ABC):
     def forwards(self) -> int:
         return 0
 
+    @property
+    def tokens_processed(self) -> int:
+        """Input tokens the drafter's model processed (0 for model-free drafters)."""
+        return 0
+
 
 class ModelDrafter(Drafter):
     """A small causal LM p with its own KV cache (greedy or sampled drafts)."""
@@ -68,6 +73,10 @@ class ModelDrafter(Drafter):
     @property
     def forwards(self) -> int:
         return self.runner.calls if self.runner else 0
+
+    @property
+    def tokens_processed(self) -> int:
+        return self.runner.tokens if self.runner else 0
 
     def propose(self, committed_ids: list[int], k: int) -> tuple[list[int], torch.Tensor | None]:
         assert self.runner is not None, "call start() first"

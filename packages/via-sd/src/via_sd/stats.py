@@ -30,6 +30,7 @@ class DecodeStats:
     slim_forwards: int = 0
     slim_tokens_processed: int = 0
     draft_forwards: int = 0
+    draft_tokens_processed: int = 0
     drafted: int = 0
     tier_a: int = 0
     tier_b: int = 0

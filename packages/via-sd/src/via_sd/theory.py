@@ -140,3 +140,30 @@ def via_speedup(
 def via_upper_bound(gamma: int, c: float, c_s: float) -> float:
     """(γ+1)/(γc + c_s): every token accepted in tier A and q never runs."""
     return (_gamma(gamma) + 1) / (gamma * _cost("c", c) + _cost("c_s", c_s))
+
+
+def via_vs_sd_block_cost(p_no_target: float, gamma: int, c: float, c_s: float) -> float:
+    """VIA-SD's expected cost per block relative to standard SD's, same drafter and γ:
+    (γc + c_s + 1 - P_noq) / (γc + 1).
+
+    Below 1 exactly when c_s < P_noq: the slim pass, paid in every block, must cost less than
+    the share of blocks in which it spares the target's forward. Both methods emit about the
+    same tokens per block (VIA's greedy output tracks q's), so this is also the wall-clock
+    ratio a cost model predicts."""
+    p = _prob("p_no_target", p_no_target)
+    g = _gamma(gamma)
+    c, c_s = _cost("c", c), _cost("c_s", c_s)
+    return (g * c + c_s + 1.0 - p) / (g * c + 1.0)
+
+
+def modelled_latency(calls: int, tokens: int, t_one: float, t_many: float, many: int) -> float:
+    """Spec §7's modelled latency of one model: ``calls`` forwards that processed ``tokens``
+    input tokens in all, each costing ``t_one`` for one token plus the measured marginal cost
+    (t_many - t_one)/(many - 1) for every further token (linear between the two micro-
+    benchmarks at 1 and ``many`` query tokens)."""
+    if calls < 0 or tokens < 0:
+        raise ViaSDConfigError(f"calls and tokens must be >= 0, got {calls}, {tokens}")
+    if many < 2:
+        raise ViaSDConfigError(f"need latencies at 1 and at >= 2 tokens, got many={many}")
+    slope = max(t_many - t_one, 0.0) / (many - 1)
+    return calls * t_one + max(tokens - calls, 0) * slope

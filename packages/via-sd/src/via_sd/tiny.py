@@ -90,7 +90,16 @@ def target_recipe() -> Recipe:
     )
 
 
-def drafter_recipe() -> Recipe:
+DRAFTER_STEPS = 300
+
+
+def drafter_recipe(steps: int = DRAFTER_STEPS) -> Recipe:
+    """The drafter p. ``steps`` other than the default trades agreement for build time
+    (measured agreement with q: 300 steps 0.747, 700 steps 0.870, 1,200 steps 0.974)."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        from via_sd.errors import ViaSDConfigError
+
+        raise ViaSDConfigError(f"drafter steps must be a positive integer, got {steps!r}")
     return Recipe(
         "via-sd-drafter",
         list_corpus(),
@@ -103,7 +112,7 @@ def drafter_recipe() -> Recipe:
             intermediate_size=192,
             max_position_embeddings=128,
         ),
-        train=TrainSpec(steps=300, batch_size=32, lr=3e-3, warmup_steps=30, max_length=48),
+        train=TrainSpec(steps=steps, batch_size=32, lr=3e-3, warmup_steps=30, max_length=48),
         max_eval_loss=1.5,
         description="2-layer Llama drafter, briefly trained (partial agreement with the target)",
     )
@@ -372,8 +381,11 @@ def token_agreement(target, drafter, tokenizer, prompts: list[dict[str, Any]]) -
     return agree / total
 
 
-def build_fixtures(*, progress: bool = True) -> TinyModels:
-    """Build or load both fixtures and check the drafter's agreement gate (0.6-0.9)."""
+def build_fixtures(*, progress: bool = True, drafter_steps: int = DRAFTER_STEPS) -> TinyModels:
+    """Build or load both fixtures and check the drafter's agreement gate (0.6-0.9).
+
+    ``drafter_steps`` other than the default builds a differently trained drafter (for the
+    agreement/γ regime map in the README); the gate is then reported, not enforced."""
     import torch
 
     from llmcore.errors import QualityGateError
@@ -384,7 +396,7 @@ def build_fixtures(*, progress: bool = True) -> TinyModels:
     torch.set_num_threads(1)
     try:
         te = build_target(progress=progress)
-        de = build(drafter_recipe(), progress=progress)
+        de = build(drafter_recipe(drafter_steps), progress=progress)
         target, tok = te.load()
         drafter, dtok = de.load()
         if tok.get_vocab() != dtok.get_vocab():
@@ -393,7 +405,7 @@ def build_fixtures(*, progress: bool = True) -> TinyModels:
     finally:
         torch.set_num_threads(with_threads)
     lo, hi = AGREEMENT_GATE
-    if not lo <= agree <= hi:
+    if drafter_steps == DRAFTER_STEPS and not lo <= agree <= hi:
         raise QualityGateError(
             f"drafter/target greedy token agreement {agree:.3f} is outside [{lo}, {hi}]; "
             "adjust the drafter recipe (steps) so there is something to verify"
@@ -407,6 +419,7 @@ def build_fixtures(*, progress: bool = True) -> TinyModels:
         "drafter_build_seconds": de.build_seconds,
         "target_exact_match": te.metrics.get("exact_match"),
         "agreement": agree,
+        "drafter_steps": drafter_steps,
         "load_seconds": time.perf_counter() - t0,
     }
     return TinyModels(target, drafter, tok, info)
