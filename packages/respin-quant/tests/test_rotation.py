@@ -157,12 +157,12 @@ def test_cayley_keeps_orthogonality_and_lowers_loss():
     first = None
     for _step in range(100):
         loss = _lm_loss(tm, batch)
-        first = float(loss) if first is None else first
+        first = loss.item() if first is None else first
         params.zero_grad()
         loss.backward()
         for p in params.parameters():
             cayley_step(p.data, p.grad, 0.5)
-    last = float(_lm_loss(tm, batch))
+    last = _lm_loss(tm, batch).item()
     assert last < first
     for p in params.parameters():
         eye = torch.eye(p.shape[0])

@@ -45,6 +45,9 @@ def test_theory(tmp_path, capsys):
     d = json.loads(out.read_text())
     assert d["sd_speedup"] == pytest.approx(2.45952, abs=1e-5)
     assert d["via"]["speedup"] > 0
+    v = d["via"]
+    assert v["break_even_c_s"] == v["p_no_target"]
+    assert (v["vs_sd_block_cost"] < 1) == (d["c_s"] < v["p_no_target"])
     assert main(["theory", "--alpha", "2", "--c", "0.1"]) == 2
     assert "alpha" in capsys.readouterr().err
 

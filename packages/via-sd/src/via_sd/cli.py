@@ -306,6 +306,7 @@ def _cmd_theory(ns: argparse.Namespace) -> int:
         "alpha": ns.alpha,
         "gamma": ns.gamma,
         "c": ns.c,
+        "c_s": ns.c_s,
         "sd_expected_tokens": theory.sd_expected_tokens(ns.alpha, ns.gamma),
         "sd_speedup": theory.sd_speedup(ns.alpha, ns.gamma, ns.c),
         "optimal_gamma": theory.optimal_gamma(ns.alpha, ns.c),
@@ -319,9 +320,13 @@ def _cmd_theory(ns: argparse.Namespace) -> int:
         except ValueError:
             raise ViaSDConfigError(f"--tiers must be 'a,b,e', got {ns.tiers!r}") from None
         kc = ns.alpha if ns.kappa_c is None else ns.kappa_c
-        out["via"] = theory.via_block_model(
-            a, b, e, ns.kappa_b, kc, ns.gamma, ns.c, ns.c_s
-        ).to_dict()
+        model = theory.via_block_model(a, b, e, ns.kappa_b, kc, ns.gamma, ns.c, ns.c_s)
+        out["via"] = model.to_dict()
+        # VIA vs SD at the same drafter and γ: faster per block only if c_s < P(no q call)
+        out["via"]["vs_sd_block_cost"] = theory.via_vs_sd_block_cost(
+            model.p_no_target, ns.gamma, ns.c, ns.c_s
+        )
+        out["via"]["break_even_c_s"] = model.p_no_target
     _emit(out, ns.json_out)
     return 0
 
