@@ -284,6 +284,70 @@ def test_results_writer_unreadable_path_is_data_error(tmp_path: Path) -> None:
         ResultsWriter(tmp_path)  # a directory
 
 
+def test_results_writer_two_writers_share_one_file(tmp_path: Path) -> None:
+    p = tmp_path / "res.jsonl"
+    with ResultsWriter(p) as a, ResultsWriter(p) as b:
+        assert a.write({"id": "x", "by": "a"})
+        assert b.is_done("x") and b.pending([{"id": "x"}, {"id": "y"}]) == [{"id": "y"}]
+        assert b.write({"id": "y", "by": "b"})
+        # a started "y" before it saw b's row: its write is skipped, not duplicated
+        assert a.write({"id": "y", "by": "a"}) is False
+        assert a.done_ids == {"x", "y"} and len(a) == 2
+        with pytest.raises(DataError, match="duplicate id 'x'"):
+            a.write({"id": "x"})  # its own row: still a caller error
+        assert b.rows() == [{"id": "x", "by": "a"}, {"id": "y", "by": "b"}]
+
+
+def test_results_writer_repairs_a_dead_writers_torn_tail(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    p = tmp_path / "res.jsonl"
+    with ResultsWriter(p) as w:
+        w.write({"id": 1})
+        with p.open("ab") as f:  # another process died half-way through its line
+            f.write(b'{"id": 2, "te')
+        with caplog.at_level(logging.WARNING, logger="llmcore.data"):
+            assert w.write({"id": 3})
+        assert "stopped mid-write" in caplog.text and not w.is_done(2)
+    assert read_jsonl(p) == [{"id": 1}, {"id": 3}]
+
+
+def test_results_writer_names_the_line_of_a_bad_row_from_another_writer(tmp_path: Path) -> None:
+    p = tmp_path / "res.jsonl"
+    with ResultsWriter(p) as w:
+        w.write({"id": 1})
+        with p.open("ab") as f:
+            f.write(b'{"id": 2}\n[2]\n')
+        with pytest.raises(DataError, match=r"res\.jsonl:3: expected a JSON object"):
+            w.is_done(2)
+
+
+_WORKER = """
+import sys
+from llmcore.data import ResultsWriter
+with ResultsWriter(sys.argv[1]) as w:
+    for i in range(int(sys.argv[2])):
+        if not w.is_done(i):
+            w.write({"id": i, "worker": sys.argv[3]})
+"""
+
+
+def test_results_writer_concurrent_processes_never_duplicate(tmp_path: Path) -> None:
+    """Two processes race through the same 150 ids on one file: every id lands exactly once
+    and the file stays valid JSONL."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "res.jsonl"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WORKER, str(p), "150", name])
+        for name in ("a", "b")
+    ]
+    assert [pr.wait(timeout=120) for pr in procs] == [0, 0]
+    rows = read_jsonl(p)
+    assert sorted(r["id"] for r in rows) == list(range(150))
+
+
 def test_filter_pending_key_variants() -> None:
     items = [{"id": 1}, {"id": 2}, {"id": 3}]
     assert filter_pending(items, {2}) == [{"id": 1}, {"id": 3}]

@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from llmcore.errors import DataError, LLMCoreError
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks, one writer per file
+    fcntl = None  # type: ignore[assignment]
+
 if TYPE_CHECKING:
     import datasets
 
@@ -184,6 +189,13 @@ class ResultsWriter:
     :meth:`write` appends one line, flushes and fsyncs, so a finished row is never lost.
     Ids must be ``str`` or ``int`` (they compare exactly: ``1`` and ``"1"`` differ).
 
+    Several writers (processes or threads) may share one file: every read and append happens
+    under an exclusive ``flock`` on it (POSIX; none on Windows), and each writer first reads the
+    rows the others appended since it last looked. :meth:`is_done` and :meth:`pending` therefore
+    see other writers' finished rows, and :meth:`write` of an id that *another* writer finished
+    in the meantime is skipped (returns ``False``) instead of written twice; writing an id this
+    writer wrote, or that was in the file when it opened, is still a :class:`DataError`.
+
     Example::
 
         with ResultsWriter("out/results.jsonl") as out:
@@ -196,9 +208,74 @@ class ResultsWriter:
         self.id_key = id_key
         self._lock = threading.Lock()
         self._done: set[str | int] = set()
+        self._others: set[str | int] = set()  # ids other writers finished after we opened
+        self._offset = 0  # bytes of the file this writer has read
+        self._lines = 0  # and the lines in them
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._recover()
-        self._file = self.path.open("ab")
+        try:
+            self._file = self.path.open("ab")
+        except OSError as e:
+            raise DataError(f"{self.path}: cannot read results file ({e.strerror or e})") from e
+        try:
+            with self._locked():
+                self._recover()
+                self._offset = os.fstat(self._file.fileno()).st_size
+                self._lines = self.path.read_bytes().count(b"\n") if self._offset else 0
+        except BaseException:
+            self._file.close()
+            raise
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the file's exclusive advisory lock (no-op where ``fcntl`` is missing)."""
+        if fcntl is None:  # pragma: no cover
+            yield
+            return
+        fcntl.flock(self._file.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+
+    def _catch_up(self) -> None:
+        """Load the rows other writers appended since this one last read (call under the lock).
+
+        Live writers append whole lines under the lock, so an unterminated tail can only be
+        left by a writer that died mid-write: it is truncated away with a warning, as on open.
+        """
+        size = os.fstat(self._file.fileno()).st_size
+        if size <= self._offset:
+            self._offset = size
+            return
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read(size - self._offset)
+        *complete, tail = data.split(b"\n")
+        for i, raw in enumerate(complete, start=self._lines + 1):
+            row = _parse_line(raw, self.path, i)
+            if row is not None:
+                rid = self._check_id(row, f"{self.path}:{i}")
+                self._done.add(rid)
+                self._others.add(rid)
+        self._lines += len(complete)
+        if tail:
+            logger.warning(
+                "%s: dropping a partial last line (%d bytes) left by a writer that stopped "
+                "mid-write",
+                self.path,
+                len(tail),
+            )
+            self._truncate(size - len(tail), newline=False)
+            size -= len(tail)
+        self._offset = size
+
+    def refresh(self) -> None:
+        """Read the rows other writers finished since this one last looked."""
+        with self._lock:
+            if self._file.closed:
+                return
+            with self._locked():
+                self._catch_up()
 
     def _check_id(self, row: Mapping[str, Any], where: str) -> str | int:
         if self.id_key not in row:
@@ -261,43 +338,61 @@ class ResultsWriter:
     @property
     def done_ids(self) -> frozenset[str | int]:
         """Ids of the rows already in the file."""
+        self.refresh()
         return frozenset(self._done)
 
     def is_done(self, rid: str | int) -> bool:
         """Whether a row with id ``rid`` is already in the file."""
+        self.refresh()
         return rid in self._done
 
     def __contains__(self, rid: object) -> bool:
+        self.refresh()
         return rid in self._done
 
     def __len__(self) -> int:
+        self.refresh()
         return len(self._done)
 
     def pending(
         self, items: Iterable[T], *, key: str | Callable[[T], Hashable] | None = None
     ) -> list[T]:
         """The ``items`` not finished yet (``key`` defaults to this writer's ``id_key``)."""
+        self.refresh()
         return filter_pending(items, self._done, key=self.id_key if key is None else key)
 
-    def write(self, row: Mapping[str, Any]) -> None:
-        """Append ``row`` durably; :class:`DataError` if its id is missing or already written."""
+    def write(self, row: Mapping[str, Any]) -> bool:
+        """Append ``row`` durably and return ``True``; ``False`` (nothing written) if another
+        writer finished the same id since this one opened; :class:`DataError` if the id is
+        missing, or was written by this writer or already in the file when it opened."""
         line = _dump_row(row, str(self.path)) + "\n"
         with self._lock:
             if self._file.closed:
                 raise LLMCoreError(f"{self.path}: ResultsWriter is closed")
-            rid = self._check_id(row, str(self.path))
-            # Whole line, then flush + fsync: a crash can only tear the last line (see _recover).
-            self._file.write(line.encode("utf-8"))
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._done.add(rid)
+            with self._locked():
+                self._catch_up()
+                rid = row.get(self.id_key) if isinstance(row, Mapping) else None
+                if isinstance(rid, str | int) and not isinstance(rid, bool) and rid in self._others:
+                    logger.info("%s: id %r was finished by another writer; skipped", self.path, rid)
+                    return False
+                rid = self._check_id(row, str(self.path))
+                # Whole line, then flush + fsync: a crash can only tear the last line.
+                self._file.write(line.encode("utf-8"))
+                self._file.flush()
+                os.fsync(self._file.fileno())
+                self._offset = os.fstat(self._file.fileno()).st_size
+                self._lines += 1
+                self._done.add(rid)
+                return True
 
     def rows(self) -> list[dict[str, Any]]:
         """All finished rows, in file order."""
         with self._lock:
-            if not self._file.closed:
-                self._file.flush()
-            return read_jsonl(self.path)
+            if self._file.closed:
+                return read_jsonl(self.path)
+            self._file.flush()
+            with self._locked():
+                return read_jsonl(self.path)
 
     def close(self) -> None:
         """Close the file (idempotent)."""
