@@ -233,6 +233,28 @@ def test_hf_stop_strings_truncate_text(hf_backend: HFBackend) -> None:
     assert out.logprobs is not None and len(out.logprobs) == len(out.token_ids)
 
 
+def test_hf_generation_config_and_finish_reproduce_generate(hf_backend: HFBackend) -> None:
+    """The public pair lets a caller run ``model.generate`` itself (e.g. on a cached prefix)
+    and get what :meth:`HFBackend.generate` returns: same ids, text and finish reason."""
+    prompt = PROMPTS[0]
+    ref = hf_backend.generate([prompt], SamplingParams(max_new_tokens=24))[0][0]
+    letters = [i for i, ch in enumerate(ref.text) if ch.isascii() and ch.isalpha()]
+    for params in (
+        SamplingParams(max_new_tokens=24),
+        SamplingParams(max_new_tokens=24, stop=[ref.text[letters[1]]]),
+    ):
+        want = hf_backend.generate([prompt], params)[0][0]
+        gc = hf_backend.generation_config(params)
+        assert gc.do_sample is False and gc.max_new_tokens == 24
+        enc = hf_backend.tokenizer([prompt], return_tensors="pt")
+        extra = {"tokenizer": hf_backend.tokenizer} if params.stop else {}
+        with torch.inference_mode():
+            out = hf_backend.model.generate(**enc, generation_config=gc, **extra)
+        new_ids = out.sequences[0, enc["input_ids"].shape[1] :].tolist()
+        ids, text, reason = hf_backend.finish(new_ids, params)
+        assert (ids, text, reason) == (want.token_ids, want.text, want.finish_reason)
+
+
 def test_hf_logprobs_are_raw_model_logprobs(hf_backend: HFBackend) -> None:
     for params in (
         SamplingParams(max_new_tokens=10, logprobs=True),

@@ -326,7 +326,7 @@ class HFBackend(Backend):
                 input_ids=input_ids,
                 attention_mask=attention,
                 past_key_values=past,
-                generation_config=core._generation_config(sp),
+                generation_config=core.generation_config(sp),
                 **extra,
             )
         width = input_ids.shape[1]
@@ -336,7 +336,7 @@ class HFBackend(Backend):
         n_prompt = [len(t) for t in tok(prompts, add_special_tokens=False)["input_ids"]]
         comps = []
         for i, (key, x) in enumerate(zip(keys, all_ids, strict=True)):
-            gen_ids, text, reason = core._finish(res.sequences[i, width:].tolist(), sp)
+            gen_ids, text, reason = core.finish(res.sequences[i, width:].tolist(), sp)
             if keep:
                 fed = min(len(gen_ids), steps - 1)  # the last sampled token is never fed back
                 sel = torch.cat(

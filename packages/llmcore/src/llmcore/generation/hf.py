@@ -138,7 +138,12 @@ class HFBackend:
                 results.extend(self._generate_batch(batch, start, params))
         return results
 
-    def _generation_config(self, params: SamplingParams) -> GenerationConfig:
+    def generation_config(self, params: SamplingParams) -> GenerationConfig:
+        """The ``transformers.GenerationConfig`` this backend uses for ``params`` (every
+        sampling field explicit, so the checkpoint's own generation config cannot leak in).
+
+        Public for callers that drive ``model.generate`` themselves (e.g. continuing from a
+        ``past_key_values`` cache) and want the same sampling; pair it with :meth:`finish`."""
         from transformers import GenerationConfig
 
         kwargs: dict[str, Any] = {
@@ -183,7 +188,7 @@ class HFBackend:
         extra = {"tokenizer": tok} if params.stop else {}
         with torch.inference_mode():
             out = self.model.generate(
-                **enc, generation_config=self._generation_config(params), **extra
+                **enc, generation_config=self.generation_config(params), **extra
             )
         # sequences: [rows, prompt_len + steps] with rows = len(prompts) * (1 if greedy else n),
         # the n samples of a prompt adjacent.
@@ -204,16 +209,15 @@ class HFBackend:
             samples = []
             for j in range(params.n):
                 row = i * rows_per_prompt + (0 if params.greedy else j)
-                ids, text, reason = self._finish(generated[row].tolist(), params)
+                ids, text, reason = self.finish(generated[row].tolist(), params)
                 lps = token_lp[row, : len(ids)].tolist() if token_lp is not None else None
                 samples.append(Completion(offset + i, j, text, ids, lps, reason))
             grouped.append(samples)
         return grouped
 
-    def _finish(
-        self, ids: list[int], params: SamplingParams
-    ) -> tuple[list[int], str, FinishReason]:
-        """Trim one row of generated ids at eos / stop string; return (ids, text, reason)."""
+    def finish(self, ids: list[int], params: SamplingParams) -> tuple[list[int], str, FinishReason]:
+        """Trim one row of newly generated ids at eos / padding / stop string, as
+        :meth:`generate` does; return ``(ids, text, reason)``."""
         eos = self.eos_token_ids
         pad = self.tokenizer.pad_token_id
         stopped = False
