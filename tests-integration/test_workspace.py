@@ -42,5 +42,17 @@ def test_every_method_package_is_registered() -> None:
 
 @pytest.mark.parametrize("pkg", [p for p in PACKAGES if p.name != "llmcore"], ids=lambda p: p.name)
 def test_method_depends_on_core_with_compatible_range(pkg: Path) -> None:
-    deps = _project(pkg)["dependencies"]
-    assert any(d.replace(" ", "").startswith("icml26-llmcore>=0.1,<0.2") for d in deps), deps
+    """Each method pins the core to its 0.x minor series (a floor inside it is fine: a package
+    may need a 0.1.y feature), and the workspace's own core satisfies the range."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    core = Version(
+        tomllib.loads((ROOT / "packages/llmcore/pyproject.toml").read_text())["project"]["version"]
+    )
+    reqs = [Requirement(d) for d in _project(pkg)["dependencies"]]
+    spec = next((r.specifier for r in reqs if r.name == "icml26-llmcore"), None)
+    assert spec is not None, f"{pkg.name} does not depend on icml26-llmcore"
+    assert core in spec, f"{pkg.name} requires icml26-llmcore{spec}, the workspace has {core}"
+    assert Version("0.1.0") <= min(Version(s.version) for s in spec if s.operator == ">=")
+    assert Version(f"{core.major}.{core.minor + 1}") not in spec, f"{pkg.name}: {spec} is open"
