@@ -218,9 +218,7 @@ class ResultsWriter:
             raise DataError(f"{self.path}: cannot read results file ({e.strerror or e})") from e
         try:
             with self._locked():
-                self._recover()
-                self._offset = os.fstat(self._file.fileno()).st_size
-                self._lines = self.path.read_bytes().count(b"\n") if self._offset else 0
+                self._recover(by_others=False)
         except BaseException:
             self._file.close()
             raise
@@ -237,45 +235,13 @@ class ResultsWriter:
         finally:
             fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
 
-    def _catch_up(self) -> None:
-        """Load the rows other writers appended since this one last read (call under the lock).
-
-        Live writers append whole lines under the lock, so an unterminated tail can only be
-        left by a writer that died mid-write: it is truncated away with a warning, as on open.
-        """
-        size = os.fstat(self._file.fileno()).st_size
-        if size <= self._offset:
-            self._offset = size
-            return
-        with self.path.open("rb") as f:
-            f.seek(self._offset)
-            data = f.read(size - self._offset)
-        *complete, tail = data.split(b"\n")
-        for i, raw in enumerate(complete, start=self._lines + 1):
-            row = _parse_line(raw, self.path, i)
-            if row is not None:
-                rid = self._check_id(row, f"{self.path}:{i}")
-                self._done.add(rid)
-                self._others.add(rid)
-        self._lines += len(complete)
-        if tail:
-            logger.warning(
-                "%s: dropping a partial last line (%d bytes) left by a writer that stopped "
-                "mid-write",
-                self.path,
-                len(tail),
-            )
-            self._truncate(size - len(tail), newline=False)
-            size -= len(tail)
-        self._offset = size
-
     def refresh(self) -> None:
         """Read the rows other writers finished since this one last looked."""
         with self._lock:
             if self._file.closed:
                 return
             with self._locked():
-                self._catch_up()
+                self._recover(by_others=True)
 
     def _check_id(self, row: Mapping[str, Any], where: str) -> str | int:
         if self.id_key not in row:
@@ -289,12 +255,21 @@ class ResultsWriter:
             raise DataError(f"{where}: duplicate id {rid!r}")
         return rid
 
-    def _recover(self) -> None:
-        """Load finished ids; truncate a torn last line; ensure the file ends with a newline."""
-        try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
+    def _recover(self, *, by_others: bool) -> None:
+        """Load the rows appended since this writer last read (all of them on open; call under
+        the lock). Their ids count as done (``by_others``: finished by another writer). A torn
+        last line, which only a writer that died mid-write leaves (live writers append whole
+        lines under the lock), is truncated away with a warning; a complete last row missing
+        its newline gets one. Corruption on any earlier line is a :class:`DataError`."""
+        start = self._offset
+        size = os.fstat(self._file.fileno()).st_size
+        if size <= start:  # nothing new (the common case when called from is_done/pending)
+            self._offset = size
             return
+        try:
+            with self.path.open("rb") as f:
+                f.seek(start)
+                data = f.read()
         except OSError as e:
             raise DataError(f"{self.path}: cannot read results file ({e.strerror or e})") from e
         lines = data.split(b"\n")
@@ -302,7 +277,7 @@ class ResultsWriter:
         last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
         offset = 0
         for i, raw in enumerate(lines):
-            lineno = i + 1
+            lineno = self._lines + i + 1
             try:
                 row = _parse_line(raw, self.path, lineno)
             except DataError as e:
@@ -311,20 +286,28 @@ class ResultsWriter:
                 if i != last or not torn:
                     raise
                 logger.warning(
-                    "%s: dropping partial last line %d (%d bytes) left by an interrupted write: %s",
+                    "%s: dropping partial last line %d (%d bytes) left by a writer that stopped "
+                    "mid-write: %s",
                     self.path,
                     lineno,
                     len(raw),
                     e,
                 )
-                self._truncate(offset, newline=False)
+                self._truncate(start + offset, newline=False)
+                self._offset, self._lines = start + offset, self._lines + i
                 return
             if row is not None:
-                self._done.add(self._check_id(row, f"{self.path}:{lineno}"))
+                rid = self._check_id(row, f"{self.path}:{lineno}")
+                self._done.add(rid)
+                if by_others:
+                    self._others.add(rid)
             offset += len(raw) + 1
-        if data and not data.endswith(b"\n"):
+        size, newlines = start + len(data), data.count(b"\n")
+        if not data.endswith(b"\n"):
             # A complete object whose newline was never written: keep it, finish the line.
-            self._truncate(len(data), newline=True)
+            self._truncate(size, newline=True)
+            size, newlines = size + 1, newlines + 1
+        self._offset, self._lines = size, self._lines + newlines
 
     def _truncate(self, size: int, *, newline: bool) -> None:
         with self.path.open("r+b") as f:
@@ -370,7 +353,7 @@ class ResultsWriter:
             if self._file.closed:
                 raise LLMCoreError(f"{self.path}: ResultsWriter is closed")
             with self._locked():
-                self._catch_up()
+                self._recover(by_others=True)
                 rid = row.get(self.id_key) if isinstance(row, Mapping) else None
                 if isinstance(rid, str | int) and not isinstance(rid, bool) and rid in self._others:
                     logger.info("%s: id %r was finished by another writer; skipped", self.path, rid)

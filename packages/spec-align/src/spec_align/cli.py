@@ -9,17 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from spec_align.errors import SpecAlignError
-
-METHODS = (
-    "raw",
-    "vanilla",
-    "zero_think",
-    "more_think",
-    "self_refine",
-    "best_of_n",
-    "tpo",
-    "align3",
-)
+from spec_align.ttd import METHOD_NAMES as METHODS  # torch-free import
 
 
 def _gen_args(p: argparse.ArgumentParser) -> None:

@@ -117,8 +117,8 @@ def measure_latencies(
 def _modelled(tot: dict[str, int], lat: dict[str, float], gamma: int) -> float:
     """Counts × micro-benchmarked latencies (spec §7) for one method's totals."""
     total = 0.0
-    for role, key in (("target", "target"), ("slim", "slim"), ("draft", "draft")):
-        calls, toks = tot.get(f"{key}_forwards", 0), tot.get(f"{key}_tokens_processed", 0)
+    for role in ("target", "slim", "draft"):
+        calls, toks = tot.get(f"{role}_forwards", 0), tot.get(f"{role}_tokens_processed", 0)
         if calls:
             total += modelled_latency(
                 calls, max(toks, calls), lat[f"t_{role}_1"], lat[f"t_{role}_{gamma + 1}"], gamma + 1
