@@ -2,13 +2,22 @@
 
 Sessions are discovered from ``packages/*`` so a new package needs no edit here:
 
+- ``ci`` (the default: plain ``nox`` runs it): lint, the fixture phase on both cores, every
+  package's ``tests`` and ``build`` sessions in two parallel lanes balanced by
+  ``.ci/durations.json``, then ``integration``; prints a per-session table (``.ci/lanes.py``).
 - ``tests(package=X)``: fresh venv with only X and its dependencies, installed from local paths
-  with workspace sources off (``--no-sources``, as a pip user gets them), then X's tests.
+  with workspace sources off (``--no-sources``, as a pip user gets them), then X's default test
+  tier (``-m "not extended and not perf"`` unless posargs pass their own ``-m``).
+- ``extended(package=X)`` / ``perf(package=X)``: the same venv, only the tests marked
+  ``extended`` (ablations, more seeds, report-only runs) or ``perf`` (wall-clock assertions;
+  run it alone, never beside another heavy job).
 - ``build(package=X)``: ``uv build`` X (and the core) to wheels, install the wheels into a clean
   venv, run ``X --help``.
+- ``fixtures``: every package from the lock, then ``llmcore zoo build --fixtures --jobs N``
+  (N from posargs ``--jobs N``, default 2): builds all registered test fixtures, longest first.
 - ``integration``: every package from the lock (``uv sync --locked --all-packages``),
   runs ``tests-integration/``.
-- ``lint``: ruff check, ruff format --check, and a schema check of the CI workflow.
+- ``lint``: ruff check, ruff format --check, and a schema check of the CI workflows.
 
 Versions in the per-package venvs are constrained to ``uv.lock`` (``uv export``), so every
 session tests the same torch/transformers the lock pins and reuses uv's cache.
@@ -24,6 +33,7 @@ import nox
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "no"
 nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["ci"]
 
 ROOT = Path(__file__).parent
 PACKAGES_DIR = ROOT / "packages"
@@ -86,16 +96,52 @@ def _constraints(session: nox.Session) -> str:
     return str(out)
 
 
-@nox.session
-@nox.parametrize("package", PACKAGES)
-def tests(session: nox.Session, package: str) -> None:
-    """One package alone, installed from its path with workspace sources off."""
+#: The default tier deselects these; their own sessions run them.
+OPT_IN_MARKERS = ("extended", "perf")
+
+
+def _install_alone(session: nox.Session, package: str) -> None:
     paths = [str(PACKAGES_DIR / f) for f in _local_closure(package)]
     session.install(
         "--no-sources", "-c", _constraints(session), *paths, *_test_requirements(package)
     )
     session.chdir(PACKAGES_DIR / package)
-    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *session.posargs)
+
+
+def _pytest(session: nox.Session, *args: str, success_codes: list[int] | None = None) -> None:
+    session.run(
+        "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, success_codes=success_codes
+    )
+
+
+def default_marker_expression() -> str:
+    """The ``-m`` expression of the default tier: everything not opted into elsewhere."""
+    return " and ".join(f"not {m}" for m in OPT_IN_MARKERS)
+
+
+@nox.session
+@nox.parametrize("package", PACKAGES)
+def tests(session: nox.Session, package: str) -> None:
+    """One package alone, installed from its path with workspace sources off; default tier."""
+    _install_alone(session, package)
+    marker = [] if "-m" in session.posargs else ["-m", default_marker_expression()]
+    _pytest(session, *marker, *session.posargs)
+
+
+@nox.session
+@nox.parametrize("package", PACKAGES)
+def extended(session: nox.Session, package: str) -> None:
+    """The opt-in ``extended`` tier of one package (ablations, more seeds, report-only runs)."""
+    _install_alone(session, package)
+    _pytest(session, "-m", "extended", *session.posargs, success_codes=[0, 5])
+
+
+@nox.session
+@nox.parametrize("package", PACKAGES)
+def perf(session: nox.Session, package: str) -> None:
+    """Wall-clock assertions of one package; run alone, never beside another heavy job."""
+    _install_alone(session, package)
+    _pytest(session, "-m", "perf", *session.posargs, success_codes=[0, 5])
 
 
 @nox.session
@@ -122,9 +168,7 @@ def build(session: nox.Session, package: str) -> None:
     session.run("python", "-c", f"import {package.replace('-', '_')} as m; print(m.__version__)")
 
 
-@nox.session
-def integration(session: nox.Session) -> None:
-    """All packages together from the lock."""
+def _sync_all(session: nox.Session) -> None:
     session.run_install(
         "uv",
         "sync",
@@ -135,6 +179,20 @@ def integration(session: nox.Session) -> None:
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
         external=True,
     )
+
+
+@nox.session
+def fixtures(session: nox.Session) -> None:
+    """Build every registered test fixture (``llmcore zoo build --fixtures``), longest first."""
+    _sync_all(session)
+    args = list(session.posargs) or ["--jobs", "2"]
+    session.run("llmcore", "zoo", "build", "--fixtures", *args)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """All packages together from the lock."""
+    _sync_all(session)
     session.run(
         "python",
         "-m",
@@ -159,3 +217,9 @@ def lint(session: nox.Session) -> None:
         "vendor.github-workflows",
         *map(str, sorted((ROOT / ".github" / "workflows").glob("*.yml"))),
     )
+
+
+@nox.session(venv_backend="none")
+def ci(session: nox.Session) -> None:
+    """What CI runs: lint, fixture phase, two balanced lanes of tests+build, integration."""
+    session.run("python", str(ROOT / ".ci" / "lanes.py"), *session.posargs, external=True)

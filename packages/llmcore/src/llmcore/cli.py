@@ -15,6 +15,16 @@ from typing import Any
 from llmcore.errors import LLMCoreError
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return n
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
@@ -92,16 +102,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _entry_row(e: dict[str, Any]) -> dict[str, Any]:
+def _entry_row(
+    e: dict[str, Any], owners: dict[str, tuple[str, float]] | None = None
+) -> dict[str, Any]:
     """One cache entry as a table row; entries written by method packages' own builders may
     lack some fields, which show as blanks."""
     m = e.get("metrics", {})
+    package, _ = (owners or {}).get(e.get("name", ""), ("", 0.0))
     return {
         "name": e.get("name", "?"),
+        "package": package,
         "key": str(e.get("key", ""))[:16],
         "eval_loss": m.get("eval_loss", ""),
         "params": int(m["n_params"]) if "n_params" in m else "",
-        "build_s": e.get("build_seconds", ""),
+        "cold_s": round(e["build_seconds"], 1) if "build_seconds" in e else "",
         "path": e["path"],
     }
 
@@ -115,14 +129,34 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
         built = {e["name"] for e in entries}
         rows = [{"recipe": n, "built": n in built} for n in zoo.recipe_names()]
         print_table(rows)
+        from llmcore.fixtures import discover, entry_packages
+
+        fixtures = discover()
+        owners = entry_packages()
         if entries:
             print()
-            print_table([_entry_row(e) for e in entries])
+            print_table([_entry_row(e, owners) for e in entries])
+        if fixtures:
+            print()
+            print_table(
+                [
+                    {
+                        "fixture": f.name,
+                        "package": f.package,
+                        "cold_s (recorded)": f.cold_seconds,
+                        "requires": ",".join(f.requires),
+                        "built": all(e in built for e in (f.entries or (f.name,))),
+                    }
+                    for f in fixtures.values()
+                ]
+            )
         return 0
     if args.zoo_cmd == "clear":
         n = zoo.clear(args.name)
         print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {zoo.cache_root()}")
         return 0
+    if args.fixtures:
+        return _build_fixtures(args)
     # build
     from tqdm.auto import tqdm
 
@@ -144,6 +178,45 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
         )
     print_table(rows)
     return 0
+
+
+def _build_fixtures(args: argparse.Namespace) -> int:
+    from llmcore.data import atomic_write_json
+    from llmcore.fixtures import FixtureBuildError, build_fixtures, discover, select, summary_rows
+
+    chosen = select(discover(), args.names)
+    print(
+        f"building {len(chosen)} fixtures with {args.jobs} single-thread workers "
+        f"(cache: {_cache_root()})",
+        file=sys.stderr,
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    try:
+        results = build_fixtures(chosen, jobs=args.jobs)
+        exc = None
+    except FixtureBuildError as err:
+        results, exc = err.results, err  # type: ignore[attr-defined]
+    wall = time.perf_counter() - t0
+    rows = summary_rows(results)
+    print_table(rows)
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("built", "cached", "done")}
+    print(
+        f"fixtures: {len(rows)} in {wall:.0f}s wall; built {counts['built']}, "
+        f"cached {counts['cached']}, other {counts['done']}, "
+        f"failed {len(rows) - sum(counts.values())}"
+    )
+    if args.json_out:
+        atomic_write_json(args.json_out, {"wall_seconds": wall, "fixtures": rows})
+    if exc is not None:
+        raise exc
+    return 0
+
+
+def _cache_root() -> str:
+    from llmcore.zoo.cache import cache_root
+
+    return str(cache_root())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,8 +252,25 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("zoo", help="build, list or clear the tiny-model zoo cache")
     zsub = s.add_subparsers(dest="zoo_cmd", required=True)
     b = zsub.add_parser("build", help="build (or load from cache) zoo recipes, timing each")
-    b.add_argument("names", nargs="*", help="recipes to build (default: all)")
+    b.add_argument(
+        "names",
+        nargs="*",
+        help="recipes to build (default: all); with --fixtures, fixture or package names",
+    )
     b.add_argument("--force", action="store_true", help="rebuild even if cached")
+    b.add_argument(
+        "--fixtures",
+        action="store_true",
+        help="build the installed packages' registered test fixtures (entry-point group "
+        "'llmcore.fixtures') instead of zoo recipes, longest chain first",
+    )
+    b.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=2,
+        help="with --fixtures: parallel single-thread worker processes (default: 2)",
+    )
+    b.add_argument("--json-out", help="with --fixtures: also write the summary as JSON here")
     zsub.add_parser("list", help="show recipes and cache entries")
     c = zsub.add_parser("clear", help="delete cache entries")
     c.add_argument("name", nargs="?", help="only this recipe's entries")

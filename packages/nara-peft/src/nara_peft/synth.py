@@ -123,10 +123,9 @@ def _cache_dir() -> Path:
     return Path(user_cache_dir("llmcore")) / "nara-peft"
 
 
-def pretrained_tiny(spec: SynthSpec | None = None, *, progress: bool = False) -> torch.nn.Module:
-    """Tiny masked-diffusion LM pre-trained on the chains (spec §6), cached on disk by hash."""
+def pretrained_path(spec: SynthSpec | None = None) -> Path:
+    """Where :func:`pretrained_tiny` caches the weights for ``spec`` (keyed by a hash)."""
     import transformers
-    from safetensors.torch import load_file, save_file
 
     spec = spec or SynthSpec()
     key_src = json.dumps(
@@ -144,7 +143,15 @@ def pretrained_tiny(spec: SynthSpec | None = None, *, progress: bool = False) ->
         sort_keys=True,
     )
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    path = _cache_dir() / f"tiny-mdlm-{key}.safetensors"
+    return _cache_dir() / f"tiny-mdlm-{key}.safetensors"
+
+
+def pretrained_tiny(spec: SynthSpec | None = None, *, progress: bool = False) -> torch.nn.Module:
+    """Tiny masked-diffusion LM pre-trained on the chains (spec §6), cached on disk by hash."""
+    from safetensors.torch import load_file, save_file
+
+    spec = spec or SynthSpec()
+    path = pretrained_path(spec)
     model = tiny_model(0)
     if path.exists():
         model.load_state_dict(load_file(str(path)))

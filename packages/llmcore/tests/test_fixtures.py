@@ -1,0 +1,190 @@
+"""The ``llmcore.fixtures`` registry and the fixture phase (``llmcore zoo build --fixtures``).
+
+A throw-away distribution (a ``*.dist-info`` folder with an ``entry_points.txt``) is put on
+``sys.path``, so the fixtures are found through the real entry-point machinery, and the phase
+runs them in real spawned worker processes.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from llmcore.errors import ConfigError, RegistryError
+from llmcore.fixtures import (
+    Built,
+    Fixture,
+    FixtureBuildError,
+    build_fixtures,
+    discover,
+    priorities,
+    select,
+)
+
+MODULE = """
+from llmcore.fixtures import Built, Fixture
+
+
+def _recipe():
+    from llmcore.zoo import Corpus, ModelSpec, Recipe, TokenizerSpec, TrainSpec
+
+    docs = [f"{a}+{b}={a + b}" for a in range(30) for b in range(10)]
+    return Recipe(
+        "fakefx-shared",
+        Corpus.from_texts("fakefx", docs),
+        tokenizer=TokenizerSpec(vocab_size=264),
+        model=ModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32),
+        train=TrainSpec(steps=3, batch_size=4, warmup_steps=1, max_length=16),
+        max_eval_loss=100.0,
+    )
+
+
+def build_shared():
+    from llmcore import zoo
+
+    return zoo.build(_recipe(), progress=False)
+
+
+def build_bad():
+    raise ValueError("deliberately broken builder")
+
+
+def build_plain():
+    return Built(from_cache=False, path="nowhere")
+
+
+FIXTURES = [
+    Fixture("fakefx-a", "fakefx_mod:build_shared", cold_seconds=5, entries=("fakefx-shared",)),
+    Fixture("fakefx-b", "fakefx_mod:build_shared", cold_seconds=4, entries=("fakefx-shared",)),
+    Fixture("fakefx-bad", "fakefx_mod:build_bad", cold_seconds=1),
+    Fixture("fakefx-after-bad", "fakefx_mod:build_plain", cold_seconds=1, requires=("fakefx-bad",)),
+]
+"""
+
+
+@pytest.fixture
+def fake_dist(tmp_path, monkeypatch):
+    """A distribution ``fakefx`` registering four fixtures under ``llmcore.fixtures``."""
+    (tmp_path / "fakefx_mod.py").write_text(MODULE)
+    info = tmp_path / "fakefx-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fakefx\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[llmcore.fixtures]\nfakefx = fakefx_mod:FIXTURES\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("LLMCORE_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _fx(name, cold, requires=()):
+    return Fixture(name, lambda: Built(False), cold_seconds=cold, requires=requires)
+
+
+def test_discover_finds_fixtures_through_the_entry_point(fake_dist):
+    found = discover()
+    mine = {n: f for n, f in found.items() if f.package == "fakefx"}
+    assert set(mine) == {"fakefx-a", "fakefx-b", "fakefx-bad", "fakefx-after-bad"}
+    assert mine["fakefx-after-bad"].requires == ("fakefx-bad",)
+
+
+def test_installed_packages_register_their_fixtures():
+    """llmcore registers its own built-ins; every registered builder resolves."""
+    found = discover()
+    assert {"tiny-llama", "tiny-mdlm"} <= set(found)
+    assert found["tiny-llama"].package == "icml26-llmcore"
+    for f in found.values():
+        assert callable(f.load_builder()), f.name
+
+
+def test_duplicate_and_malformed_registrations_are_errors(fake_dist):
+    extra = fake_dist / "fakefx2-0.1.dist-info"
+    extra.mkdir()
+    (extra / "METADATA").write_text("Metadata-Version: 2.1\nName: fakefx2\nVersion: 0.1\n")
+    (extra / "entry_points.txt").write_text("[llmcore.fixtures]\nfakefx2 = fakefx_mod:FIXTURES\n")
+    with pytest.raises(RegistryError, match="registered twice"):
+        discover()
+    with pytest.raises(RegistryError, match="module:function"):
+        Fixture("x", "no_colon", cold_seconds=1)
+    with pytest.raises(RegistryError, match="cold_seconds"):
+        Fixture("x", "m:f", cold_seconds=-1)
+
+
+def test_priorities_follow_the_longest_chain():
+    fx = {
+        "a": _fx("a", 10),
+        "b": _fx("b", 100, requires=("a",)),
+        "c": _fx("c", 50),
+        "d": _fx("d", 5, requires=("b",)),
+    }
+    p = priorities(fx)
+    assert p == {"a": 115, "b": 105, "c": 50, "d": 5}
+
+
+def test_select_adds_requirements_and_rejects_unknown_and_cycles():
+    fx = {"a": _fx("a", 1), "b": _fx("b", 1, requires=("a",)), "c": _fx("c", 1)}
+    assert list(select(fx, ["b"])) == ["a", "b"]
+    assert set(select(fx, None)) == {"a", "b", "c"}
+    with pytest.raises(ConfigError, match="no fixture or package named 'zzz'"):
+        select(fx, ["zzz"])
+    cyc = {"a": _fx("a", 1, requires=("b",)), "b": _fx("b", 1, requires=("a",))}
+    with pytest.raises(RegistryError, match="cycle"):
+        select(cyc, None)
+    with pytest.raises(RegistryError, match="not registered"):
+        select({"a": _fx("a", 1, requires=("ghost",))}, None)
+
+
+def test_in_process_order_is_longest_chain_first():
+    order: list[str] = []
+
+    def mk(name, cold, requires=()):
+        return Fixture(
+            name,
+            lambda: order.append(name) or Built(True),
+            cold_seconds=cold,
+            requires=requires,
+        )
+
+    fx = {
+        "short": mk("short", 1),
+        "root": mk("root", 2),
+        "long": mk("long", 60, requires=("root",)),
+        "mid": mk("mid", 30),
+    }
+    out = build_fixtures(fx, in_process=True, log=io.StringIO())
+    assert order == ["root", "long", "mid", "short"]
+    assert {r.status for r in out} == {"cached"}
+
+
+def test_phase_builds_a_shared_entry_once_and_names_a_failing_builder(fake_dist):
+    """Two spawned workers: fakefx-a and fakefx-b want the same zoo entry (the zoo's lock makes
+    one build it and the other load it); fakefx-bad raises, so the phase fails naming it, and
+    fakefx-after-bad, which requires it, is skipped."""
+    fx = {n: f for n, f in discover().items() if f.package == "fakefx"}
+    log = io.StringIO()
+    with pytest.raises(FixtureBuildError) as info:
+        build_fixtures(fx, jobs=2, log=log)
+    msg = str(info.value)
+    assert "fakefx-bad" in msg and "deliberately broken builder" in msg
+    status = {r.name: r.status for r in info.value.results}
+    assert sorted([status["fakefx-a"], status["fakefx-b"]]) == ["built", "cached"]
+    assert status["fakefx-bad"] == "failed"
+    assert status["fakefx-after-bad"] == "skipped"
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 4 and all(line.startswith("[fixtures ") for line in lines)
+
+
+def test_cli_builds_fixtures_and_lists_packages(fake_dist, capsys):
+    from llmcore.cli import main
+
+    out_json = fake_dist / "summary.json"
+    assert main(["zoo", "build", "--fixtures", "fakefx-a", "--jobs", "1", "--json-out",
+                 str(out_json)]) == 0  # fmt: skip
+    text = capsys.readouterr().out
+    assert "fakefx-a" in text and "built 1" in text
+    assert main(["zoo", "list"]) == 0
+    listing = capsys.readouterr().out
+    row = next(line for line in listing.splitlines() if line.startswith("fakefx-shared"))
+    assert "fakefx" in row.split()[1]
+    # a failing fixture: exit code 2 and its name on stderr
+    assert main(["zoo", "build", "--fixtures", "fakefx-bad", "--jobs", "1"]) == 2
+    assert "fakefx-bad" in capsys.readouterr().err

@@ -1,0 +1,25 @@
+"""Default-tier test fixtures, registered for llmcore's fixture phase (``llmcore zoo build
+--fixtures``), which builds every package's fixtures before the tests run."""
+
+from __future__ import annotations
+
+from llmcore.fixtures import Built, Fixture
+
+
+def build_markov() -> Built:
+    """The tiny Markov Llama with injected outliers (:func:`respin_quant.tiny.build_tiny`)."""
+    from respin_quant.tiny import TinySpec, _cache_dir, build_tiny
+
+    cached = (_cache_dir(TinySpec()) / "respin_tiny.json").exists()
+    return Built(from_cache=cached, path=str(build_tiny()))
+
+
+FIXTURES = [
+    Fixture(
+        name="respin-quant-markov",
+        build="respin_quant.fixtures:build_markov",
+        cold_seconds=300.0,
+        entries=("tiny-markov",),
+        description="tiny Llama trained on a Markov source, outliers injected at load",
+    ),
+]

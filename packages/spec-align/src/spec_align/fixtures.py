@@ -1,0 +1,26 @@
+"""Default-tier test fixtures, registered for llmcore's fixture phase (``llmcore zoo build
+--fixtures``), which builds every package's fixtures before the tests run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmcore.fixtures import Fixture
+
+
+def build_tiny() -> Any:
+    """The spec-align tiny model (a zoo entry; see :func:`spec_align.tiny.build_tiny_model`)."""
+    from spec_align.tiny import build_tiny_model
+
+    return build_tiny_model(progress=False)
+
+
+FIXTURES = [
+    Fixture(
+        name="spec-align-tiny",
+        build="spec_align.fixtures:build_tiny",
+        cold_seconds=310.0,
+        entries=("spec-align-tiny",),
+        description="Llama 4x96 chat model trained on synthetic rule-checked scenarios",
+    ),
+]
