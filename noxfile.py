@@ -125,7 +125,8 @@ def tests(session: nox.Session, package: str) -> None:
     """One package alone, installed from its path with workspace sources off; default tier."""
     _install_alone(session, package)
     marker = [] if "-m" in session.posargs else ["-m", default_marker_expression()]
-    _pytest(session, *marker, *session.posargs)
+    # The ten slowest tests go into every log: the suite's budget is 3 minutes warm.
+    _pytest(session, "--durations=10", *marker, *session.posargs)
 
 
 @nox.session

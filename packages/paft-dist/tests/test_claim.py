@@ -23,9 +23,17 @@ import pytest
 
 pytestmark = pytest.mark.claim
 
+#: SGD and momentum run in the default tier; Adam (4 x 2,000 steps) in the extended tier.
+OPTIMIZERS = ["sgd", "momentum", pytest.param("adam", marks=pytest.mark.extended)]
 
-@pytest.mark.parametrize("opt", ["sgd", "momentum", "adam"])
-def test_paft_recovers_what_noisy_ddp_loses(runs: dict, opt: str) -> None:
+
+def _runs(request: pytest.FixtureRequest, opt: str) -> dict:
+    return request.getfixturevalue("runs_adam" if opt == "adam" else "runs")
+
+
+@pytest.mark.parametrize("opt", OPTIMIZERS)
+def test_paft_recovers_what_noisy_ddp_loses(request: pytest.FixtureRequest, opt: str) -> None:
+    runs = _runs(request, opt)
     ff = runs[f"{opt}_ff"].worst_test_loss
     noisy = runs[f"{opt}_noisy"].worst_test_loss
     sync = runs[f"{opt}_sync"].worst_test_loss
@@ -38,9 +46,12 @@ def test_paft_recovers_what_noisy_ddp_loses(runs: dict, opt: str) -> None:
     assert dyn <= ff + 0.05
 
 
-@pytest.mark.parametrize("opt", ["sgd", "momentum", "adam"])
+@pytest.mark.parametrize("opt", OPTIMIZERS)
 @pytest.mark.parametrize("mode", ["sync", "dyn"])
-def test_divergence_exactly_zero_after_every_sync(runs: dict, opt: str, mode: str) -> None:
+def test_divergence_exactly_zero_after_every_sync(
+    request: pytest.FixtureRequest, opt: str, mode: str
+) -> None:
+    runs = _runs(request, opt)
     r = runs[f"{opt}_{mode}"]
     after = r.summary["after_sync_divergence"]
     assert len(after) == r.summary["syncs"] > 0

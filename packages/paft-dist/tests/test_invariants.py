@@ -79,7 +79,7 @@ def test_overlap_vs_blocking_losses_close(runs: dict) -> None:
 
 def test_exact_communication_accounting(runs: dict) -> None:
     assert runs["sgd_sync"].summary["sync_ratio"] == 0.1
-    assert runs["adam_sync"].summary["sync_ratio"] == 0.3
+    assert runs["adam_sync_accounting"].summary["sync_ratio"] == 0.3
     assert runs["momentum_sync"].summary["sync_ratio"] == 0.2
 
 

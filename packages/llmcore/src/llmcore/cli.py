@@ -75,6 +75,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         targets = [("llmcore", core_demo)]
         if args.all or not args.name:
             targets += [(n, m.load_demo()) for n, m in discover().items()]
+    if targets[0][0] == "llmcore":
+        _prebuild_core_models()
     rows, failed = [], 0
     for name, fn in targets:
         print(f"== {name} demo", file=sys.stderr, flush=True)
@@ -100,6 +102,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
         atomic_write_json(args.json_out, rows)
     return 1 if failed else 0
+
+
+def _prebuild_core_models() -> None:
+    """Build the core's zoo models (which the core demo and several method demos reuse) side by
+    side on up to two cores when they are not cached yet: about half the cold wait."""
+    import os
+
+    from llmcore.fixtures import BUILTIN, build_fixtures
+    from llmcore.zoo.cache import list_entries
+
+    built = {e.get("name") for e in list_entries()}
+    todo = {f.name: f for f in BUILTIN if not set(f.entries) <= built}
+    jobs = min(len(todo), os.cpu_count() or 1, 2)
+    if jobs > 1:
+        print(
+            f"building the core's tiny models ({', '.join(todo)}) on {jobs} cores, once",
+            file=sys.stderr,
+            flush=True,
+        )
+        build_fixtures(todo, jobs=jobs)
 
 
 def _entry_row(

@@ -118,13 +118,14 @@ def discover(group: str = GROUP) -> dict[str, Fixture]:
 
 
 def select(fixtures: dict[str, Fixture], names: Sequence[str] | None = None) -> dict[str, Fixture]:
-    """``names`` (fixture or package names; all when empty) and everything they require."""
+    """``names`` (fixture names, or package names: distribution, import or folder name; all
+    when empty) and everything they require."""
     if not names:
         chosen = list(fixtures)
     else:
         chosen = []
         for n in names:
-            hits = [f.name for f in fixtures.values() if n in (f.name, f.package)]
+            hits = [f.name for f in fixtures.values() if n in _aliases(f)]
             if not hits:
                 known = ", ".join(fixtures) or "none registered"
                 raise ConfigError(f"no fixture or package named {n!r}; known fixtures: {known}")
@@ -143,6 +144,16 @@ def select(fixtures: dict[str, Fixture], names: Sequence[str] | None = None) -> 
     for n in chosen:
         visit(n, ())
     return out
+
+
+def _aliases(f: Fixture) -> set[str]:
+    """Names that select ``f``: its own, its distribution's, and its package's import or folder
+    name (``via_sd`` / ``via-sd``, ``llmcore`` for ``icml26-llmcore``)."""
+    names = {f.name, f.package}
+    if isinstance(f.build, str):
+        top = f.build.split(":", 1)[0].split(".", 1)[0]
+        names |= {top, top.replace("_", "-")}
+    return names
 
 
 def priorities(fixtures: dict[str, Fixture]) -> dict[str, float]:

@@ -156,23 +156,28 @@ def pretrained_tiny(spec: SynthSpec | None = None, *, progress: bool = False) ->
     if path.exists():
         model.load_state_dict(load_file(str(path)))
         return model.eval()
+    from tqdm.auto import tqdm
+
+    from llmcore.runtime import num_threads
+
     gen = torch.Generator().manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=spec.pretrain_lr, weight_decay=0.0)
     model.train()
-    from tqdm.auto import tqdm
-
-    for _ in tqdm(range(spec.pretrain_steps), disable=not progress, desc="pretrain tiny MDLM"):
-        x = make_chains(spec.pretrain_batch, spec, gen)
-        t = 0.01 + 0.98 * torch.rand(x.shape[0], 1, generator=gen)
-        masked = torch.rand(x.shape, generator=gen) < t
-        masked[:, 0] |= ~masked.any(1)
-        noisy = x.masked_fill(masked, MASK_ID)
-        logits = logits_of(model, noisy)
-        ce = F.cross_entropy(logits.transpose(1, 2), x, reduction="none")
-        loss = ((ce * masked) / t).sum() / x.numel()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    # Like llmcore's zoo: one thread unless $LLMCORE_ZOO_THREADS says otherwise (the count
+    # changes the weights in their last bits, so it is not part of the cache key).
+    with num_threads(int(os.environ.get("LLMCORE_ZOO_THREADS", "1"))):
+        for _ in tqdm(range(spec.pretrain_steps), disable=not progress, desc="pretrain tiny MDLM"):
+            x = make_chains(spec.pretrain_batch, spec, gen)
+            t = 0.01 + 0.98 * torch.rand(x.shape[0], 1, generator=gen)
+            masked = torch.rand(x.shape, generator=gen) < t
+            masked[:, 0] |= ~masked.any(1)
+            noisy = x.masked_fill(masked, MASK_ID)
+            logits = logits_of(model, noisy)
+            ce = F.cross_entropy(logits.transpose(1, 2), x, reduction="none")
+            loss = ((ce * masked) / t).sum() / x.numel()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
     model.eval()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
