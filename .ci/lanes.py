@@ -119,7 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2, help="fixture-phase workers (default 2)")
     ap.add_argument("--log-dir", default=str(ROOT / ".ci-logs"), help="where lane logs go")
     ap.add_argument("--durations-out", help="write measured per-package seconds here")
-    ap.add_argument("--only", nargs="*", help="only these packages (default: all)")
+    ap.add_argument(
+        "--only", nargs="*", help="only these packages and their fixtures (default: all)"
+    )
     ap.add_argument(
         "--skip", nargs="*", default=[], help="steps to skip: lint fixtures integration"
     )
@@ -144,7 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         steps.append(
             _stream_step(
                 "fixtures",
-                _nox("fixtures", "--jobs", str(args.jobs), "--json-out", str(summary_path)),
+                _nox(
+                    "fixtures",
+                    *(args.only or []),
+                    "--jobs",
+                    str(args.jobs),
+                    "--json-out",
+                    str(summary_path),
+                ),
                 env,
             )
         )
