@@ -59,6 +59,7 @@ FIXTURES = [
     Fixture("fakefx-b", "fakefx_mod:build_shared", cold_seconds=4, entries=("fakefx-shared",)),
     Fixture("fakefx-bad", "fakefx_mod:build_bad", cold_seconds=1),
     Fixture("fakefx-after-bad", "fakefx_mod:build_plain", cold_seconds=1, requires=("fakefx-bad",)),
+    Fixture("fakefx-light", "fakefx_mod:build_plain", cold_seconds=1, entries=("fakefx-shared",)),
 ]
 """
 
@@ -83,7 +84,7 @@ def _fx(name, cold, requires=()):
 def test_discover_finds_fixtures_through_the_entry_point(fake_dist):
     found = discover()
     mine = {n: f for n, f in found.items() if f.package == "fakefx"}
-    assert set(mine) == {"fakefx-a", "fakefx-b", "fakefx-bad", "fakefx-after-bad"}
+    assert set(mine) == {"fakefx-a", "fakefx-b", "fakefx-bad", "fakefx-after-bad", "fakefx-light"}
     assert mine["fakefx-after-bad"].requires == ("fakefx-bad",)
 
 
@@ -159,7 +160,7 @@ def test_phase_builds_a_shared_entry_once_and_names_a_failing_builder(fake_dist)
     """Two spawned workers: fakefx-a and fakefx-b want the same zoo entry (the zoo's lock makes
     one build it and the other load it); fakefx-bad raises, so the phase fails naming it, and
     fakefx-after-bad, which requires it, is skipped."""
-    fx = {n: f for n, f in discover().items() if f.package == "fakefx"}
+    fx = {n: f for n, f in discover().items() if f.package == "fakefx" and n != "fakefx-light"}
     log = io.StringIO()
     with pytest.raises(FixtureBuildError) as info:
         build_fixtures(fx, jobs=2, log=log)
@@ -174,17 +175,30 @@ def test_phase_builds_a_shared_entry_once_and_names_a_failing_builder(fake_dist)
 
 
 def test_cli_builds_fixtures_and_lists_packages(fake_dist, capsys):
+    """``zoo build --fixtures`` (worker processes that import no torch, so it stays quick),
+    its JSON summary and exit codes, and ``zoo list`` naming a cache entry's package."""
+    import json
+
     from llmcore.cli import main
 
     out_json = fake_dist / "summary.json"
-    assert main(["zoo", "build", "--fixtures", "fakefx-a", "--jobs", "1", "--json-out",
-                 str(out_json)]) == 0  # fmt: skip
-    text = capsys.readouterr().out
-    assert "fakefx-a" in text and "built 1" in text
+    argv = ["zoo", "build", "--fixtures", "fakefx-light", "--jobs", "1", "--json-out"]
+    assert main([*argv, str(out_json)]) == 0
+    assert "fakefx-light" in capsys.readouterr().out
+    rows = json.loads(out_json.read_text())["fixtures"]
+    assert [(r["fixture"], r["package"], r["status"]) for r in rows] == [
+        ("fakefx-light", "fakefx", "built")
+    ]
+    # an entry as the zoo writes it: `zoo list` names the package that registered it
+    entry = fake_dist / "cache" / "zoo" / "fakefx-shared-0123456789abcdef"
+    entry.mkdir(parents=True)
+    (entry / "zoo.json").write_text(
+        json.dumps({"name": "fakefx-shared", "key": "0123456789abcdef", "build_seconds": 12.5})
+    )
     assert main(["zoo", "list"]) == 0
     listing = capsys.readouterr().out
     row = next(line for line in listing.splitlines() if line.startswith("fakefx-shared"))
-    assert "fakefx" in row.split()[1]
+    assert row.split()[1] == "fakefx" and "12.5" in row
     # a failing fixture: exit code 2 and its name on stderr
     assert main(["zoo", "build", "--fixtures", "fakefx-bad", "--jobs", "1"]) == 2
     assert "fakefx-bad" in capsys.readouterr().err

@@ -21,7 +21,7 @@ FIXTURES = [
     Fixture(
         name="nara-peft-pretrained",
         build="nara_peft.fixtures:build_pretrained",
-        cold_seconds=60.0,
+        cold_seconds=40.0,
         entries=("nara-peft-tiny-mdlm",),
         description="tiny bidirectional Llama pre-trained on the synthetic chain task",
     ),
