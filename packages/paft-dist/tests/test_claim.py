@@ -15,6 +15,11 @@ setup, worst-rank test loss:
     PAFT-Sync +0.097; 1200 steps, sigma 0.04: +0.164 / +0.052; 2000 steps, sigma 0.04: +0.147 /
     +0.024; chosen 2000 steps, sigma 0.05: fault-free 0.239, noisy 0.411 (+0.172), PAFT-Sync
     0.276 (+0.038), PAFT-Dyn 0.276.
+
+Measured margins (claim value minus threshold; noisy DDP gap minus 0.15, then 0.05 minus the
+PAFT-Sync / PAFT-Dyn gaps): SGD 0.068 / 0.026 / 0.026; momentum 0.088 / 0.023 / 0.023; Adam
+(extended tier) 0.022 / 0.012 / 0.013. No cached fixture is involved (each run is computed in
+the session, one thread per rank), so there is no spread between fixture builds.
 """
 
 from __future__ import annotations
