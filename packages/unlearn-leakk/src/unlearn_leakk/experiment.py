@@ -24,14 +24,17 @@ class WorldConfig:
     max_steps: int = field(default=400, metadata={"help": "cap on base unlearning steps"})
     stop_acc: float = field(default=0.1, metadata={"help": "greedy forget accuracy stop"})
     batch_size: int = field(default=10, metadata={"help": "forget items per step"})
-    n: int = field(default=32, metadata={"help": "samples per forget query"})
+    n: int = field(default=128, metadata={"help": "samples per forget query (measurement)"})
     k: int = field(default=16, metadata={"help": "k of the headline leak@k"})
     max_new_tokens: int = field(default=16, metadata={"help": "tokens per sample"})
     rounds: int = field(default=3, metadata={"help": "RULE rounds"})
     n_mine: int = field(default=16, metadata={"help": "RULE samples mined per query"})
     epochs_per_round: float = field(default=10.0, metadata={"help": "RULE epochs per round"})
     weighting: str = field(default="count", metadata={"help": "RULE sample weighting"})
-    run_rule: bool = field(default=True, metadata={"help": "also run RULE and the control"})
+    run_rule: bool = field(default=True, metadata={"help": "also run RULE"})
+    run_control: bool = field(
+        default=True, metadata={"help": "also run the compute-matched control (after RULE)"}
+    )
 
 
 def world_model():
@@ -44,6 +47,21 @@ def world_model():
     return model, tok, make_world(0)
 
 
+#: Source files whose code determines a cached baseline (their digest is part of its key).
+_BASELINE_CODE = ("config.py", "data.py", "trainers.py", "world.py")
+
+
+def _code_digest() -> str:
+    import hashlib
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for name in _BASELINE_CODE:
+        h.update(name.encode() + b"\0" + (here / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def _baseline_key(cfg: WorldConfig) -> str:
     import hashlib
     import json
@@ -54,6 +72,7 @@ def _baseline_key(cfg: WorldConfig) -> str:
     material = {
         "recipe": world_recipe().key_material(),
         "versions": library_versions(),
+        "code": _code_digest(),
         "cfg": {
             k: getattr(cfg, k)
             for k in ("seed", "method", "lr", "max_steps", "stop_acc", "batch_size")
@@ -63,26 +82,44 @@ def _baseline_key(cfg: WorldConfig) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def baseline_checkpoint(cfg: WorldConfig, *, progress: bool = False):
-    """The greedy-stopped baseline of ``cfg`` as a cached ``save_pretrained`` directory.
+@dataclass
+class BaselineEntry:
+    """A cached greedy-stopped baseline: its directory, run info, and whether it was cached."""
 
-    Like the zoo, the deterministic unlearning run is computed once per machine (keyed by the
-    world recipe, the baseline settings and library versions) and reused by tests and the
-    bench. Returns ``(model, tokenizer, world, info)``.
+    path: Any
+    info: dict[str, Any]
+    from_cache: bool
+    seconds: float = 0.0
+
+
+def baseline_dir(cfg: WorldConfig):
+    """Cache directory of the baseline of ``cfg`` (beside llmcore's zoo, keyed like it)."""
+    from pathlib import Path
+
+    from llmcore.zoo.cache import cache_root
+
+    name = f"baseline-{cfg.method}-{_baseline_key(cfg)}"
+    return Path(cache_root()).parent / "unlearn-leakk" / name
+
+
+def ensure_baseline(cfg: WorldConfig, *, progress: bool = False) -> BaselineEntry:
+    """Build (once per machine, under a file lock) or find the baseline of ``cfg``.
+
+    The deterministic unlearning run is keyed by the world recipe, the baseline settings,
+    library versions and a digest of the code that makes it, like a zoo entry.
     """
     import json
     import shutil
     import tempfile
     from pathlib import Path
 
-    from llmcore.models import load_causal_lm, load_tokenizer
-    from llmcore.zoo.cache import build_lock, cache_root
+    from llmcore.zoo.cache import build_lock
     from unlearn_leakk.trainers import UnlearnResult, unlearn
 
-    final = (
-        Path(cache_root()).parent / "unlearn-leakk" / f"baseline-{cfg.method}-{_baseline_key(cfg)}"
-    )
+    final = baseline_dir(cfg)
     final.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    built = False
     with build_lock(final):
         if not (final / "baseline.json").exists():
             model, tok, world = world_model()
@@ -103,14 +140,25 @@ def baseline_checkpoint(cfg: WorldConfig, *, progress: bool = False):
             if final.exists():
                 shutil.rmtree(final)
             tmp.rename(final)
+            built = True
     info = json.loads((final / "baseline.json").read_text())
+    return BaselineEntry(final, info, not built, time.perf_counter() - t0)
+
+
+def baseline_checkpoint(cfg: WorldConfig, *, progress: bool = False):
+    """The greedy-stopped baseline of ``cfg`` (see :func:`ensure_baseline`), loaded.
+
+    Returns ``(model, tokenizer, world, info)``.
+    """
+    from llmcore.models import load_causal_lm, load_tokenizer
     from unlearn_leakk.world import make_world
 
+    entry = ensure_baseline(cfg, progress=progress)
     return (
-        load_causal_lm(final, device="cpu", dtype="float32"),
-        load_tokenizer(final),
+        load_causal_lm(entry.path, device="cpu", dtype="float32"),
+        load_tokenizer(entry.path),
         make_world(0),
-        info,
+        entry.info,
     )
 
 
@@ -204,7 +252,7 @@ def run_world(cfg: WorldConfig | None = None, *, progress: bool = False) -> dict
     forget = world.qa_items(world.forget_authors(pair))
     retain = world.qa_items(world.retain_authors(pair), split="retain")
     base = baseline_config(cfg)
-    out: dict[str, Any] = {"seed": cfg.seed, "forget_pair": pair, "method": cfg.method}
+    out: dict[str, Any] = {"seed": cfg.seed, "forget_pair": pair, "method": cfg.method, "n": cfg.n}
     out |= info
     out |= measure(model, tok, world, forget, retain, cfg, tag="baseline")
     if not cfg.run_rule:
@@ -221,6 +269,8 @@ def run_world(cfg: WorldConfig | None = None, *, progress: bool = False) -> dict
         "rule_leaks_per_round": [r.n_leaks for r in hist.rounds],
     }
     out |= measure(model, tok, world, forget, retain, cfg, tag="rule")
+    if not cfg.run_control:
+        return out
     # compute-matched control: same extra optimizer steps on the plain forget set
     model.load_state_dict(snapshot)
     ctrl = dataclasses.replace(base, early_stop=None, max_steps=max(1, hist.extra_steps))
@@ -229,3 +279,41 @@ def run_world(cfg: WorldConfig | None = None, *, progress: bool = False) -> dict
     out["control_seconds"] = time.perf_counter() - t0
     out |= measure(model, tok, world, forget, retain, cfg, tag="control")
     return out
+
+
+def pooled_leak(results: list[dict[str, Any]], tag: str, k: int) -> list[float]:
+    """Per-query leak@k of ``tag`` over every forget query of every seed in ``results``
+    (pooled: 10 queries per seed), from the stored per-query counts."""
+    from unlearn_leakk.estimator import leak_at_k
+
+    out = []
+    for r in results:
+        n = r["n"]
+        out += [leak_at_k(n, c, k) for c in r[f"{tag}_counts"]]
+    return out
+
+
+def paired_claim(
+    results: list[dict[str, Any]], k: int = 16, factor: float = 0.5, tag: str = "rule"
+) -> dict[str, float]:
+    """The RULE claim pooled over seeds, paired by query: mean leak@k of ``tag`` against
+    ``factor`` x the baseline's. ``margin = factor * baseline - tag`` (>= 0 means the claim
+    holds); ``se`` is the standard error of the mean of the per-query paired differences
+    ``factor * baseline_i - tag_i``; ``step`` is the statistic's resolution (one query
+    flipping by 1)."""
+    import math
+
+    base = pooled_leak(results, "baseline", k)
+    other = pooled_leak(results, tag, k)
+    d = [factor * b - o for b, o in zip(base, other, strict=True)]
+    m = sum(d) / len(d)
+    sd = math.sqrt(sum((x - m) ** 2 for x in d) / max(1, len(d) - 1))
+    return {
+        "baseline": sum(base) / len(base),
+        tag: sum(other) / len(other),
+        "threshold": factor * sum(base) / len(base),
+        "margin": m,
+        "se": sd / math.sqrt(len(d)),
+        "step": 1.0 / len(d),
+        "queries": float(len(d)),
+    }

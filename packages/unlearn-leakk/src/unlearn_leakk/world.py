@@ -273,3 +273,31 @@ def world_recipe(
         max_eval_loss=0.5,
         description="fictitious-author world for leak@k (unlearn-leakk)",
     )
+
+
+#: Authors of the demo-size world: forget pair 0 plus six retain authors.
+DEMO_AUTHORS: tuple[int, ...] = (0, 1, 6, 7, 8, 9, 10, 11)
+
+
+def demo_world_recipe(*, seed: int = 0, steps: int = 300) -> Recipe:
+    """Demo-size zoo recipe (``llmcore demo unlearn-leakk``): 8 authors of the world (forget
+    pair 0 + 6 retain authors, 120 renderings) on a 2 x 64 Llama, cold in seconds."""
+    from llmcore.zoo import Corpus, ModelSpec, Recipe, TokenizerSpec, TrainSpec
+
+    docs = make_world(seed).documents(list(DEMO_AUTHORS))
+    qa = [d for d in docs if d.startswith("Q: ")]
+    return Recipe(
+        name="leakk-world-demo",
+        corpus=Corpus(f"leakk-world-demo-s{seed}", tuple(docs), tuple(qa)),
+        tokenizer=TokenizerSpec(vocab_size=512),
+        model=ModelSpec(
+            hidden_size=64,
+            num_layers=2,
+            num_heads=2,
+            intermediate_size=256,
+            max_position_embeddings=64,
+        ),
+        train=TrainSpec(steps=steps, batch_size=32, lr=5e-3, warmup_steps=30, max_length=48),
+        max_eval_loss=0.5,
+        description="demo-size fictitious-author world for leak@k (unlearn-leakk demo)",
+    )
