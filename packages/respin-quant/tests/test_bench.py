@@ -3,7 +3,9 @@ from respin_quant.config import BenchConfig
 
 
 def test_throughput_bench_small():
-    cfg = BenchConfig(thr_hidden=128, thr_layers=2, thr_seq=32, thr_repeats=2, rank=8)
+    cfg = BenchConfig(
+        thr_hidden=128, thr_layers=2, thr_seq=32, thr_intermediate=256, thr_repeats=2, rank=8
+    )
     res = throughput_bench(cfg)
     assert set(res["tokens_per_s"]) == {"quarot (no transitions)", "respin r=8", "dense exact T"}
     assert res["online_macs_per_token"]["respin r=8"] == 2 * 2 * (2 * 128 * 8 + 64)

@@ -80,7 +80,19 @@ def _run(scale: float, bits: int, seed: int) -> dict[str, float]:
     return res
 
 
+def margins(r: dict[str, float]) -> dict[str, float]:
+    """Claim value minus threshold for each assertion (positive: passes)."""
+    return {
+        "rtn-1.5quarot": r["rtn"] - 1.5 * r["quarot"],
+        "0.99quarot-full": 0.99 * r["quarot"] - r["respin_full"],
+        "0.99quarot-r32": 0.99 * r["quarot"] - r["respin_r32"],
+        "r32+0.02-full": r["respin_r32"] + 0.02 - r["respin_full"],
+        "r0-r32": r["respin_r0"] - r["respin_r32"],
+    }
+
+
 def _assert_claim(r: dict[str, float]) -> None:
+    print("margins: " + ", ".join(f"{k} {v:+.4f}" for k, v in margins(r).items()))
     assert r["rtn"] >= 1.5 * r["quarot"]
     assert r["respin_full"] <= 0.99 * r["quarot"]
     assert r["respin_r32"] <= 0.99 * r["quarot"]
@@ -90,13 +102,37 @@ def _assert_claim(r: dict[str, float]) -> None:
 
 
 @pytest.mark.claim
-@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "seed", [pytest.param(s, marks=() if s == SEEDS[0] else pytest.mark.extended) for s in SEEDS]
+)
 def test_respin_beats_quarot_w4a4(tiny_dir, seed):
+    """W4A4, S = 50. Default tier: seed 11; seed 12 is extended (each seed costs about 40 s of
+    CPU, and the default suite has a 3-minute budget).
+
+    Measured margins (value minus threshold, PPL; rtn-1.5quarot / 0.99quarot-full /
+    0.99quarot-r32 / r32+0.02-full / r0-r32):
+      cold build LLMCORE_ZOO_THREADS=1, 2026-12-01: seed 11 +7.188 / +0.573 / +0.538 / +0.055 /
+      +0.175; seed 12 +7.341 / +0.445 / +0.403 / +0.061 / +0.162.
+      first build (2026-11-29, the README table): seed 11 +7.358 / +0.647 / +0.610 / +0.057 /
+      +0.146; seed 12 +7.824 / +0.326 / +0.297 / +0.049 / +0.147.
+      LLMCORE_ZOO_THREADS=2: not measured (the 2-thread cold build was stopped unfinished: on a
+      loaded 2-core machine it needed ~175 s of CPU for 100 of 800 steps, 1-thread ~30 s). Spread between the two builds: at most 0.12 on the
+      0.99-QuaRot margins (QuaRot itself moves by 0.07-0.14), 0.012 on r32+0.02-full, 0.03 on
+      r0-r32; every margin is at least 2.5x its spread.
+    """
     _assert_claim(_run(50.0, 4, seed))
 
 
 @pytest.mark.claim
 @pytest.mark.slow
+@pytest.mark.extended
 @pytest.mark.parametrize("seed", (11,))
 def test_respin_beats_quarot_w3a3(tiny_dir, seed):
+    """W3A3, S = 20 (extended).
+
+    Measured margins (same order as W4A4), seed 11: cold build LLMCORE_ZOO_THREADS=1,
+    2026-12-01: +6.538 / +0.892 / +0.846 / +0.067 / +0.268; first build (2026-11-29): +7.051 /
+    +0.660 / +0.591 / +0.089 / +0.315.
+    """
     _assert_claim(_run(20.0, 3, seed))

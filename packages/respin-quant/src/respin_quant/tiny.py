@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +47,12 @@ class TinySpec:
     init_seed: int = 0
     data_seed: int = 1
     version: int = 1
+
+
+#: The demo-size model of ``llmcore demo respin-quant``: the same source, architecture and
+#: code path, far fewer pre-training steps (its own cache key), so the demo costs under a minute
+#: cold on one thread. The claim tests run on the full :class:`TinySpec`.
+DEMO_SPEC = TinySpec(steps=150, batch=16)
 
 
 class MarkovSource:
@@ -126,14 +133,22 @@ def _train(spec: TinySpec) -> nn.Module:
         opt.step()
         sched.step()
         if step % 100 == 0:
-            log.info("tiny-markov step %d loss %.4f", step, float(loss))
+            log.info("tiny-markov step %d loss %.4f", step, loss.item())
     return model.eval()
 
 
-def build_tiny(spec: TinySpec = TinySpec(), *, force: bool = False, threads: int = 1) -> Path:
-    """Train (once per machine) and cache the tiny Markov Llama; returns its directory."""
+def build_tiny(
+    spec: TinySpec = TinySpec(), *, force: bool = False, threads: int | None = None
+) -> Path:
+    """Train (once per machine) and cache the tiny Markov Llama; returns its directory.
+
+    ``threads``: torch threads while training; ``None`` means ``$LLMCORE_ZOO_THREADS`` or 1,
+    as for llmcore's zoo. Not part of the cache key, although another thread count changes the
+    weights in the last bits (BLAS summation order)."""
     from llmcore.zoo.cache import build_lock, install
 
+    if threads is None:
+        threads = int(os.environ.get("LLMCORE_ZOO_THREADS", "1"))
     final = _cache_dir(spec)
     if final.exists() and not force and (final / "respin_tiny.json").exists():
         return final
@@ -156,6 +171,7 @@ def build_tiny(spec: TinySpec = TinySpec(), *, force: bool = False, threads: int
         meta = {
             "spec": asdict(spec),
             "build_seconds": secs,
+            "threads": threads,
             "fp_ppl": ppl,
             "source_ppl": MarkovSource(spec).entropy_ppl(),
         }

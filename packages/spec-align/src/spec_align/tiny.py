@@ -276,6 +276,10 @@ def world_conversations(n_per_scenario: int = 126, seed: int = 0) -> list[str]:
     return [d for d, _ in world_documents(n_per_scenario, seed)]
 
 
+#: Gate of the claim-size model: held-out assistant-turn loss (nats/token).
+MAX_ASSISTANT_LOSS = 1.5
+
+
 @dataclass(frozen=True)
 class TinyConfig:
     """Recipe knobs of the tiny model (all part of the zoo cache key)."""
@@ -291,6 +295,25 @@ class TinyConfig:
     vocab_size: int = 512
     max_length: int = 384
     seed: int = 0
+    warmup_steps: int = 50
+    name: str = "spec-align-tiny"
+    """Zoo entry name (the demo-size model has its own)."""
+    max_assistant_loss: float = MAX_ASSISTANT_LOSS
+    """Quality gate on the held-out assistant-turn loss (enters the key through ``key_extra``)."""
+
+
+#: The demo-size model of ``llmcore demo spec-align``: same world, code path and architecture,
+#: a quarter of the conversations, 100 steps of batch 8 instead of 1,000 of 16 (well under a
+#: minute cold on one thread) and a looser gate. The claim tests run on the full
+#: :class:`TinyConfig`.
+DEMO_CONFIG = TinyConfig(
+    n_per_scenario=32,
+    steps=100,
+    batch_size=8,
+    warmup_steps=10,
+    name="spec-align-demo",
+    max_assistant_loss=4.0,
+)
 
 
 def tiny_recipe(cfg: TinyConfig = TinyConfig()) -> Recipe:
@@ -301,7 +324,7 @@ def tiny_recipe(cfg: TinyConfig = TinyConfig()) -> Recipe:
     corpus = Corpus("spec-align-world", tuple(docs[64:]), tuple(docs[:64]))
     # (the injected-span masks are rebuilt from the same seeded world in build_tiny_model)
     return Recipe(
-        name="spec-align-tiny",
+        name=cfg.name,
         corpus=corpus,
         tokenizer=TokenizerSpec(vocab_size=cfg.vocab_size),
         model=ModelSpec(
@@ -315,7 +338,7 @@ def tiny_recipe(cfg: TinyConfig = TinyConfig()) -> Recipe:
             steps=cfg.steps,
             batch_size=cfg.batch_size,
             lr=cfg.lr,
-            warmup_steps=50,
+            warmup_steps=cfg.warmup_steps,
             max_length=cfg.max_length,
             seed=cfg.seed,
         ),
@@ -391,9 +414,6 @@ class WorldLoss:
         return model(input_ids=ids, attention_mask=att, labels=labels).loss
 
 
-MAX_ASSISTANT_LOSS = 1.5
-
-
 def assistant_eval_loss(model: Any, tokenizer: Any, docs: list[str]) -> float:
     """Mean assistant-turn loss (nats/token) on held-out conversations."""
     import torch
@@ -413,17 +433,19 @@ def assistant_eval_loss(model: Any, tokenizer: Any, docs: list[str]) -> float:
 
 
 def build_tiny_model(cfg: TinyConfig = TinyConfig(), *, progress: bool = True) -> ZooEntry:
-    """Build (or load from the llmcore zoo cache) the tiny spec-align model."""
+    """Build (or load from the llmcore zoo cache) the tiny spec-align model (``cfg``:
+    :class:`TinyConfig` for the claim-size model, :data:`DEMO_CONFIG` for the demo's)."""
     from llmcore import zoo
     from llmcore.errors import QualityGateError
 
     recipe = tiny_recipe(cfg)
+    key_extra = _key_extra(cfg)
 
     def gate(model: Any, tokenizer: Any) -> dict[str, float]:
         loss = assistant_eval_loss(model, tokenizer, list(recipe.corpus.eval))
-        if loss > MAX_ASSISTANT_LOSS:
+        if loss > cfg.max_assistant_loss:
             raise QualityGateError(
-                f"spec-align tiny model: held-out assistant loss {loss:.3f} > {MAX_ASSISTANT_LOSS}"
+                f"{cfg.name} model: held-out assistant loss {loss:.3f} > {cfg.max_assistant_loss}"
             )
         return {"assistant_eval_loss": loss}
 
@@ -435,7 +457,7 @@ def build_tiny_model(cfg: TinyConfig = TinyConfig(), *, progress: bool = True) -
     from llmcore.zoo.cache import entry_dir, recipe_key
 
     material = recipe.key_material()
-    material["extra"] = _KEY_EXTRA
+    material["extra"] = key_extra
     if not (entry_dir(recipe.name, recipe_key(material)) / "zoo.json").exists():
         tok = train_bpe_tokenizer(
             recipe.corpus.train,
@@ -448,12 +470,14 @@ def build_tiny_model(cfg: TinyConfig = TinyConfig(), *, progress: bool = True) -
         progress=progress,
         loss_fn=loss_fn,
         gate=gate,
-        key_extra=_KEY_EXTRA,
+        key_extra=key_extra,
     )
 
 
-_KEY_EXTRA = {
-    "loss": "assistant-only-ce-skip-injected-close-relabel-v3",
-    "assistant_id": ASSISTANT_ID,
-    "gate": f"assistant-loss<={MAX_ASSISTANT_LOSS}",
-}
+def _key_extra(cfg: TinyConfig) -> dict[str, Any]:
+    """What the custom loss and gate do (code is not hashed, so the key says it)."""
+    return {
+        "loss": "assistant-only-ce-skip-injected-close-relabel-v3",
+        "assistant_id": ASSISTANT_ID,
+        "gate": f"assistant-loss<={cfg.max_assistant_loss}",
+    }
