@@ -1,11 +1,17 @@
-"""The paper's direction on the CPU fixtures (issue 3 "Claim"; spec §6 E1, E3, E5).
+"""The paper's direction on the CPU fixtures (spec §6 E1, E3, E5).
 
 64 held-out prompts, γ = 5, evenly spaced 3-of-8 mask, τ = (0.7, 0.5), greedy. Asserted:
 full-model forwards VIA < SD < AR and VIA <= 0.8 x SD; VIA accuracy within 0.10 of AR; SD
 output identical to AR; AR forwards == tokens; the block model (applied to each block's own
-draft length) predicts VIA's target forwards per block within 10 %. Rejection rates are reported beside SD's (greedy and
-sampling), not asserted: in greedy mode a slim regeneration counts as a rejection, so the
-rate can only fall by accepting tokens the target would reject (prototype: no gap).
+draft length) predicts VIA's target forwards per block within 10 %. Rejection rates are
+reported beside SD's (greedy and sampling), not asserted: in greedy mode a slim regeneration
+counts as a rejection, so the rate can only fall by accepting tokens the target would reject.
+
+Margins (value minus threshold) are measured on cold builds of the one-stage target from empty
+caches: build 1 with ``LLMCORE_ZOO_THREADS=1`` (exact match 0.938 after one extension chunk,
+drafter agreement 0.746); build 2 with ``LLMCORE_ZOO_THREADS=2`` (see each test).
+Tiers: the forwards, theory and cost-bound tests run by default; the strong-drafter regime (an
+ablation of the drafter), the rejection-rate report and the τ sweep are ``extended``.
 """
 
 from __future__ import annotations
@@ -63,6 +69,9 @@ def greedy_run(fx, prompts64):
 
 @pytest.mark.claim
 def test_claim_fewer_full_model_forwards_at_near_ar_accuracy(greedy_run):
+    """Build 1: target forwards AR 1762, SD 633, VIA 413; VIA/SD 0.652, margin 0.148 under 0.8
+    (93 forwards); accuracy AR 0.938, VIA 0.953, margin +0.116 over AR - 0.10 (7 prompts).
+    Build 2: identical weights to build 1 (same sha256 2b995d29...; 2,146 s on the loaded machine), so the same values; spread 0."""
     ar, sd, via = (greedy_run[m] for m in ("ar", "sd", "via"))
     for (a, _), (s, _) in zip(ar, sd, strict=True):
         assert a.stats.target_forwards == a.stats.tokens
@@ -90,9 +99,16 @@ def test_claim_fewer_full_model_forwards_at_near_ar_accuracy(greedy_run):
 def test_claim_theory_predicts_target_forwards_per_block(greedy_run, fx):
     """Spec E3 / issue 3: the block model with the measured tier rates predicts the measured
     target calls per block within 10 %. The model is applied to each block's own draft length
-    (blocks end early at EOS and at the token budget: 164 of 626 blocks offered 2-4 drafts,
-    not γ = 5). Calibration run: per-block prediction 0.714 vs measured 0.645 (-9.6 %); the
-    fixed-γ closed form predicts 0.766 (-16 %), printed for the record, not asserted."""
+    (blocks end early at EOS and at the token budget: 168 of 632 blocks offered fewer than 5
+    drafts, not γ = 5). The fixed-γ closed form is printed for the record, not asserted.
+
+    Fragile: the model over-predicts systematically (escalations cluster
+    in the blocks of the hard M digits, which an i.i.d. model cannot see), so the error sits
+    just inside the tolerance on every build. Build 1: prediction 0.7203 vs measured 0.6535
+    (413 / 632), relative error -0.0927, margin 0.0073 (0.7 points of the 10 %). Build 2:
+    identical weights, same values (spread 0 on this machine, so the rule is met here only
+    because the two builds did not differ at all). The previous two-stage target measured -0.096 and -0.093 on its two builds.
+    More prompts shrink the noise but not this bias; the threshold is left where it was."""
     v = totals(greedy_run["via"])
     n = v["drafted"]
     a, b, e = v["tier_a"] / n, v["tier_b"] / n, v["tier_c"] / n
@@ -103,9 +119,9 @@ def test_claim_theory_predicts_target_forwards_per_block(greedy_run, fx):
     fixed = via_block_model(a, b, e, 0.0, kc, 5, 0.1, 0.55).target_calls_per_block
     measured = v["target_forwards"] / v["blocks"]
     print(
-        f"\ntheory: per-block {pred:.3f} (fixed gamma=5: {fixed:.3f}) vs measured "
-        f"{measured:.3f} target calls per block ({sum(g < 5 for g in drafts)} of "
-        f"{len(drafts)} blocks offered fewer than 5 drafts)"
+        f"\ntheory: per-block {pred:.4f} (fixed gamma=5: {fixed:.3f}) vs measured "
+        f"{measured:.4f} target calls per block, relative error {measured / pred - 1:+.4f} "
+        f"({sum(g < 5 for g in drafts)} of {len(drafts)} blocks offered fewer than 5 drafts)"
     )
     assert measured == pytest.approx(pred, rel=0.10)
 
@@ -116,9 +132,10 @@ def test_cost_model_bounds_wall_clock_against_sd(greedy_run, fx):
     to spare q in a share P of blocks, so it is faster only if c_s < P
     (theory.via_vs_sd_block_cost). A slim forward costs at least the fraction of layers it
     keeps (5/8 here: it shares embeddings, head and per-call overhead with q and runs 5 of
-    q's 8 layers), and the measured P with this drafter (agreement 0.75) at γ = 5 is 0.37.
+    q's 8 layers), and the measured P with this drafter (agreement 0.75) at γ = 5 is 0.35.
     Counts only, so deterministic; fails (and the README must change) if the fixtures move
-    into the regime where VIA can win."""
+    into the regime where VIA can win. Build 1: P 0.347, margin 0.278 below 5/8 (cost per
+    block >= 1.278). Build 2: identical weights, same values."""
     v = totals(greedy_run["via"])
     slim = SlimVerifier(fx.target, skip_layers=layer_mask_even(8, 0.45))
     p_noq = 1.0 - v["target_forwards"] / v["blocks"]
@@ -142,9 +159,11 @@ def strong_run(prompts64):
 
 
 @pytest.mark.claim
+@pytest.mark.extended
 def test_claim_strong_drafter_regime_favours_via(strong_run):
     """The paper's wall-clock direction needs the regime where c_s < P (see the test above).
-    With a strong drafter q is spared in most blocks: P >= 0.85 here (calibration: 0.94), far
+    With a strong drafter q is spared in most blocks: P >= 0.85 here (build 1: agreement 0.988,
+    margin 0.088 over 0.9; P 0.965, margin 0.115; VIA 11 vs SD 313 target forwards), far
     above the kept fraction 5/8 that bounds c_s from below, so VIA's cost per block is below
     SD's for every c_s up to P. Measured on CPU (README map): VIA 0.80-0.95 x SD's wall-clock
     at γ = 1..5 with this drafter. The price is accuracy (lossy): printed, not asserted."""
@@ -173,6 +192,7 @@ def test_wall_clock_strong_drafter_regime(strong_run):
 
 
 @pytest.mark.claim
+@pytest.mark.extended
 def test_rejection_rates_reported_greedy_and_sampling(greedy_run, fx, prompts64):
     g = {m: totals(greedy_run[m])["rejection_rate"] for m in ("sd", "via")}
     cfg = ViaSDConfig(
@@ -188,6 +208,7 @@ def test_rejection_rates_reported_greedy_and_sampling(greedy_run, fx, prompts64)
     assert 0.0 <= g["via"] <= 1.0 and 0.0 <= srate["via"] <= 1.0
 
 
+@pytest.mark.extended
 def test_threshold_sweep_monotone(fx, prompts64):
     """E5: target forwards non-decreasing, divergence non-increasing in tau_escalate
     (tolerance: one prompt's worth)."""

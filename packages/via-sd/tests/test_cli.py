@@ -193,7 +193,7 @@ def test_drafter_kinds_from_cli(tiny_dir, capsys):
     )
 
 
-def test_registry_and_demo(fx):
+def test_registry_and_demo():
     from llmcore.registry import get_method
 
     m = get_method("via-sd")
