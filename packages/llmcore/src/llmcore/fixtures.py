@@ -21,7 +21,6 @@ allows.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
@@ -77,15 +76,9 @@ class Fixture:
 
     def load_builder(self) -> Callable[[], Any]:
         """Resolve :attr:`build` to a callable."""
-        if callable(self.build):
-            return self.build
-        mod, _, fn = self.build.partition(":")
-        try:
-            return getattr(importlib.import_module(mod), fn)
-        except (ImportError, AttributeError) as exc:
-            raise RegistryError(
-                f"fixture {self.name!r}: cannot load builder {self.build!r}: {exc}"
-            ) from exc
+        from llmcore.registry import resolve
+
+        return resolve(self.build, f"fixture {self.name!r}: cannot load builder")
 
 
 def discover(group: str = GROUP) -> dict[str, Fixture]:
@@ -384,6 +377,7 @@ BUILTIN = [
         build="llmcore.fixtures:build_tiny_llama",
         cold_seconds=124.0,
         entries=("tiny-llama",),
+        package="icml26-llmcore",
         description="Llama 4x128 on the default corpus (llmcore tests, core demo, method demos)",
     ),
     Fixture(
@@ -391,6 +385,7 @@ BUILTIN = [
         build="llmcore.fixtures:build_tiny_mdlm",
         cold_seconds=125.0,
         entries=("tiny-mdlm",),
+        package="icml26-llmcore",
         description="LLaDA-style masked diffusion LM on the default corpus",
     ),
 ]

@@ -57,15 +57,20 @@ class MethodInfo:
 
     def load_demo(self) -> Callable[..., dict[str, Any]]:
         """Resolve :attr:`demo` to a callable."""
-        if callable(self.demo):
-            return self.demo
-        mod, _, fn = self.demo.partition(":")
-        try:
-            return getattr(importlib.import_module(mod), fn)
-        except (ImportError, AttributeError) as exc:
-            raise RegistryError(
-                f"method {self.name!r}: cannot load demo {self.demo!r}: {exc}"
-            ) from exc
+        return resolve(self.demo, f"method {self.name!r}: cannot load demo")
+
+
+def resolve(ref: str | Callable[..., Any], what: str) -> Callable[..., Any]:
+    """A ``"module:function"`` reference (or a callable, returned as is) resolved to the
+    callable; a missing module or attribute raises :class:`RegistryError` starting with
+    ``what``."""
+    if callable(ref):
+        return ref
+    mod, _, fn = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as exc:
+        raise RegistryError(f"{what} {ref!r}: {exc}") from exc
 
 
 def discover(group: str = GROUP) -> dict[str, MethodInfo]:

@@ -49,7 +49,7 @@ FIXTURES = [
     Fixture(
         name="via-sd-target",
         build="via_sd.fixtures:build_target",
-        cold_seconds=1340.0,
+        cold_seconds=733.0,
         entries=("via-sd-target",),
         description="8-layer Llama target q (answer-only loss, layer dropout), list language",
     ),
