@@ -27,7 +27,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from importlib.metadata import entry_points
 from typing import Any, TextIO
 
 from llmcore.errors import ConfigError, LLMCoreError, RegistryError
@@ -84,16 +83,10 @@ class Fixture:
 def discover(group: str = GROUP) -> dict[str, Fixture]:
     """Every installed package's fixtures by name. A broken entry point, a wrong type or a
     name registered twice raises :class:`RegistryError` naming the entry point."""
+    from llmcore.registry import load_entry_points
+
     found: dict[str, Fixture] = {}
-    for ep in entry_points(group=group):
-        try:
-            obj = ep.load()
-        except Exception as exc:
-            raise RegistryError(
-                f"fixtures entry point {ep.name!r} ({ep.value}) failed to load: {exc}"
-            ) from exc
-        if callable(obj) and not isinstance(obj, Fixture):
-            obj = obj()
+    for ep, obj in load_entry_points(group, Fixture, "fixtures entry point"):
         items = [obj] if isinstance(obj, Fixture) else list(obj)
         dist = ep.dist.name if ep.dist is not None else ep.name
         for fx in items:
@@ -205,10 +198,11 @@ def _run_one(build: str, name: str) -> tuple[str, float]:
     os.environ.setdefault("LLMCORE_ZOO_THREADS", "1")
     # torch reads OMP_NUM_THREADS when it is first imported (by the builder, in this fresh
     # process), so it starts with one thread without being imported here.
-    fx = Fixture(name=name, build=build, cold_seconds=0.0)
+    from llmcore.registry import resolve
+
     t0 = time.perf_counter()
     try:
-        result = fx.load_builder()()
+        result = resolve(build, f"fixture {name!r}: cannot load builder")()
     except BaseException as exc:
         # Re-raise as a plain picklable error carrying the whole traceback text.
         raise RuntimeError(

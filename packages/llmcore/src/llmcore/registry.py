@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 from llmcore.errors import RegistryError
@@ -73,19 +73,26 @@ def resolve(ref: str | Callable[..., Any], what: str) -> Callable[..., Any]:
         raise RegistryError(f"{what} {ref!r}: {exc}") from exc
 
 
+def load_entry_points(
+    group: str, kind: type, label: str = "entry point"
+) -> Iterator[tuple[EntryPoint, Any]]:
+    """Each entry point of ``group`` with what it points at; a factory (a callable that is not
+    a ``kind``) is called. One that fails to load raises :class:`RegistryError` naming it."""
+    for ep in entry_points(group=group):
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise RegistryError(f"{label} {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+        if callable(obj) and not isinstance(obj, kind):
+            obj = obj()
+        yield ep, obj
+
+
 def discover(group: str = GROUP) -> dict[str, MethodInfo]:
     """All installed methods by name. A broken or duplicate registration raises
     :class:`RegistryError` naming the entry point, rather than being skipped silently."""
     found: dict[str, MethodInfo] = {}
-    for ep in entry_points(group=group):
-        try:
-            info = ep.load()
-        except Exception as exc:
-            raise RegistryError(
-                f"entry point {ep.name!r} ({ep.value}) failed to load: {exc}"
-            ) from exc
-        if callable(info) and not isinstance(info, MethodInfo):
-            info = info()
+    for ep, info in load_entry_points(group, MethodInfo):
         if not isinstance(info, MethodInfo):
             raise RegistryError(
                 f"entry point {ep.name!r} ({ep.value}) must point at a MethodInfo, "
