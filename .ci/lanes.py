@@ -8,6 +8,9 @@
    thread per process and streams its output to ``<log dir>/lane-<i>.log``; every log is
    printed whole once the lanes are done.
 4. ``nox -s integration``.
+5. The cache audit: after the suite, every file this run wrote under the model cache must be
+   in the zoo (``<cache>/zoo/<name>-<key>/`` with its ``zoo.json``) or under
+   ``<cache>/artifacts/``; a package that caches a model in a private folder fails the run.
 
 Every step runs even when an earlier one failed, so one run reports everything; the exit code
 is non-zero if anything failed. At the end a table lists each session with its lane, wall
@@ -128,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     t_start = time.perf_counter()
+    started = time.time() - 1.0  # file mtimes have coarse resolution on some filesystems
     log_dir = Path(args.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
@@ -198,6 +202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "integration" not in args.skip:
         steps.append(_stream_step("integration", _nox("integration"), env))
 
+    root = cache_dir()
+    entries, problems = audit_cache(root, started)
+    print(f"\n===== cache audit ({root})", flush=True)
+    print(f"{len(entries)} zoo entries: {', '.join(entries) or '(none)'}")
+    for line in problems:
+        print(line)
+    steps.append(Step("cache-audit", "serial", 0.0, "passed" if not problems else "FAILED"))
+
     if args.durations_out:
         Path(args.durations_out).write_text(
             json.dumps({"packages": dict(sorted(per_package.items()))}, indent=2) + "\n"
@@ -217,6 +229,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The plain closing line: sessions, not tests (each session's pytest line is in the logs).
     print(f"sessions: {len(steps) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
+
+
+def cache_dir() -> Path:
+    """The model cache llmcore uses: ``$LLMCORE_CACHE_DIR``, else the user cache dir."""
+    env = os.environ.get("LLMCORE_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "llmcore"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "llmcore"
+
+
+def audit_cache(root: Path, since: float) -> tuple[list[str], list[str]]:
+    """``(zoo entries, problems)``: the complete zoo entries under ``root``, and every file
+    modified at or after ``since`` (epoch seconds) that is neither in a complete zoo entry nor
+    under ``artifacts/`` (older files are left to their owners: a cache outlives versions)."""
+    entries: list[str] = []
+    problems: list[str] = []
+    if not root.exists():
+        return entries, problems
+    zoo = root / "zoo"
+    for child in sorted(root.iterdir()):
+        if child.name in ("zoo", "artifacts"):
+            continue
+        for f in [child] if child.is_file() else sorted(child.rglob("*")):
+            if f.is_file() and f.stat().st_mtime >= since:
+                problems.append(f"written outside the zoo: {f}")
+    if zoo.exists():
+        for d in sorted(zoo.iterdir()):
+            if not d.is_dir() or d.name.startswith("."):
+                continue  # lock files; a build's temporary folder
+            if (d / "zoo.json").exists():
+                entries.append(d.name)
+            elif d.stat().st_mtime >= since:
+                problems.append(f"zoo folder without zoo.json (not made by zoo.cached): {d}")
+    return entries, problems
 
 
 def _print_table(steps: list[Step]) -> None:

@@ -129,3 +129,29 @@ def test_every_method_package_registers_fixtures():
         "via-sd",
     }
     assert expected <= packages
+
+
+def test_cache_audit_flags_files_written_outside_the_zoo(lanes, tmp_path):
+    import os
+    import time
+
+    since = time.time() - 1
+    (tmp_path / "zoo" / "tiny-abc").mkdir(parents=True)
+    (tmp_path / "zoo" / "tiny-abc" / "zoo.json").write_text("{}")
+    (tmp_path / "zoo" / "tiny-abc.lock").write_text("")
+    (tmp_path / "zoo" / ".tiny-building").mkdir()
+    (tmp_path / "artifacts" / "pkg").mkdir(parents=True)
+    (tmp_path / "artifacts" / "pkg" / "run.json").write_text("{}")
+    entries, problems = lanes.audit_cache(tmp_path, since)
+    assert entries == ["tiny-abc"] and problems == []
+    old = tmp_path / "old-private" / "model.bin"
+    old.parent.mkdir()
+    old.write_text("x")
+    os.utime(old, (since - 3600, since - 3600))  # left by an older version: not this run's
+    assert lanes.audit_cache(tmp_path, since)[1] == []
+    (tmp_path / "my-pkg").mkdir()
+    (tmp_path / "my-pkg" / "model.safetensors").write_text("x")
+    (tmp_path / "zoo" / "half-built").mkdir()
+    problems = lanes.audit_cache(tmp_path, since)[1]
+    assert len(problems) == 2
+    assert "outside the zoo" in problems[0] and "without zoo.json" in problems[1]

@@ -42,8 +42,8 @@ def test_every_method_package_is_registered() -> None:
 
 @pytest.mark.parametrize("pkg", [p for p in PACKAGES if p.name != "llmcore"], ids=lambda p: p.name)
 def test_method_depends_on_core_with_compatible_range(pkg: Path) -> None:
-    """Each method pins the core to its 0.x minor series (a floor inside it is fine: a package
-    may need a 0.1.y feature), and the workspace's own core satisfies the range."""
+    """Each method pins the core to the workspace's 0.x minor series (a floor inside it is fine:
+    a package may need a 0.2.y feature), and the workspace's own core satisfies the range."""
     from packaging.requirements import Requirement
     from packaging.version import Version
 
@@ -54,5 +54,17 @@ def test_method_depends_on_core_with_compatible_range(pkg: Path) -> None:
     spec = next((r.specifier for r in reqs if r.name == "icml26-llmcore"), None)
     assert spec is not None, f"{pkg.name} does not depend on icml26-llmcore"
     assert core in spec, f"{pkg.name} requires icml26-llmcore{spec}, the workspace has {core}"
-    assert Version("0.1.0") <= min(Version(s.version) for s in spec if s.operator == ">=")
+    floor = min(Version(s.version) for s in spec if s.operator == ">=")
+    assert Version(f"{core.major}.{core.minor}.0") <= floor, f"{pkg.name}: floor {floor} is old"
     assert Version(f"{core.major}.{core.minor + 1}") not in spec, f"{pkg.name}: {spec} is open"
+
+
+@pytest.mark.parametrize("pkg", PACKAGES, ids=lambda p: p.name)
+def test_package_ships_the_licence(pkg: Path) -> None:
+    """Every distribution names its licence and ships the repository's LICENSE text."""
+    proj = _project(pkg)
+    assert proj.get("license") == "Apache-2.0", pkg.name
+    assert "LICENSE" in proj.get("license-files", []), pkg.name
+    assert (pkg / "LICENSE").read_text() == (ROOT / "LICENSE").read_text(), pkg.name
+    for extra in proj["license-files"]:
+        assert (pkg / extra).exists(), f"{pkg.name}: {extra} is listed but missing"

@@ -13,7 +13,6 @@ import pytest
 
 from llmcore.errors import ConfigError, RegistryError
 from llmcore.fixtures import (
-    Built,
     Fixture,
     FixtureBuildError,
     build_fixtures,
@@ -23,7 +22,7 @@ from llmcore.fixtures import (
 )
 
 MODULE = """
-from llmcore.fixtures import Built, Fixture
+from llmcore.fixtures import Fixture
 
 
 def _recipe():
@@ -51,7 +50,13 @@ def build_bad():
 
 
 def build_plain():
-    return Built(from_cache=False, path="nowhere")
+    from llmcore import zoo
+
+    return zoo.cached("fakefx-plain", {"v": 1}, lambda tmp: {"ok": 1.0}, progress=False)
+
+
+def build_private():
+    return "/some/private/folder"
 
 
 FIXTURES = [
@@ -60,6 +65,7 @@ FIXTURES = [
     Fixture("fakefx-bad", "fakefx_mod:build_bad", cold_seconds=1),
     Fixture("fakefx-after-bad", "fakefx_mod:build_plain", cold_seconds=1, requires=("fakefx-bad",)),
     Fixture("fakefx-light", "fakefx_mod:build_plain", cold_seconds=1, entries=("fakefx-shared",)),
+    Fixture("fakefx-private", "fakefx_mod:build_private", cold_seconds=1),
 ]
 """
 
@@ -78,13 +84,28 @@ def fake_dist(tmp_path, monkeypatch):
 
 
 def _fx(name, cold, requires=()):
-    return Fixture(name, lambda: Built(False), cold_seconds=cold, requires=requires)
+    return Fixture(name, lambda: _entry(False), cold_seconds=cold, requires=requires)
+
+
+def _entry(from_cache: bool):
+    from pathlib import Path
+
+    from llmcore.zoo import ZooEntry
+
+    return ZooEntry("x", Path("."), "k", from_cache=from_cache)
 
 
 def test_discover_finds_fixtures_through_the_entry_point(fake_dist):
     found = discover()
     mine = {n: f for n, f in found.items() if f.package == "fakefx"}
-    assert set(mine) == {"fakefx-a", "fakefx-b", "fakefx-bad", "fakefx-after-bad", "fakefx-light"}
+    assert set(mine) == {
+        "fakefx-a",
+        "fakefx-b",
+        "fakefx-bad",
+        "fakefx-after-bad",
+        "fakefx-light",
+        "fakefx-private",
+    }
     assert mine["fakefx-after-bad"].requires == ("fakefx-bad",)
 
 
@@ -140,7 +161,7 @@ def test_in_process_order_is_longest_chain_first():
     def mk(name, cold, requires=()):
         return Fixture(
             name,
-            lambda: order.append(name) or Built(True),
+            lambda: order.append(name) or _entry(True),
             cold_seconds=cold,
             requires=requires,
         )
@@ -160,7 +181,11 @@ def test_phase_builds_a_shared_entry_once_and_names_a_failing_builder(fake_dist)
     """Two spawned workers: fakefx-a and fakefx-b want the same zoo entry (the zoo's lock makes
     one build it and the other load it); fakefx-bad raises, so the phase fails naming it, and
     fakefx-after-bad, which requires it, is skipped."""
-    fx = {n: f for n, f in discover().items() if f.package == "fakefx" and n != "fakefx-light"}
+    fx = {
+        n: f
+        for n, f in discover().items()
+        if f.package == "fakefx" and n not in ("fakefx-light", "fakefx-private")
+    }
     log = io.StringIO()
     with pytest.raises(FixtureBuildError) as info:
         build_fixtures(fx, jobs=2, log=log)
@@ -202,3 +227,12 @@ def test_cli_builds_fixtures_and_lists_packages(fake_dist, capsys):
     # a failing fixture: exit code 2 and its name on stderr
     assert main(["zoo", "build", "--fixtures", "fakefx-bad", "--jobs", "1"]) == 2
     assert "fakefx-bad" in capsys.readouterr().err
+
+
+def test_a_fixture_outside_the_zoo_fails_the_phase(fake_dist):
+    """Every fixture must be served by zoo.build/zoo.cached: a builder handing back a private
+    folder fails with a message saying so."""
+    fx = {n: f for n, f in discover().items() if n == "fakefx-private"}
+    with pytest.raises(FixtureBuildError) as info:
+        build_fixtures(fx, jobs=1, log=io.StringIO(), in_process=True)
+    assert "must return the ZooEntry" in str(info.value)

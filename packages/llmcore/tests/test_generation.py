@@ -10,7 +10,6 @@ import dataclasses
 import json
 import logging
 import os
-import random
 import socket
 import subprocess
 import sys
@@ -51,30 +50,11 @@ PROMPTS = [
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random 2-layer Llama + BPE tokenizer saved with save_pretrained."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tinymodels import random_llama, toy_tokenizer
 
-    from llmcore.zoo.tokenizer import train_bpe_tokenizer
-
-    rng = random.Random(0)
-    words = ("the", "cat", "dog", "sat", "on", "a", "mat", "and", "ran", "to", "big", "red", "tree")
-    corpus = [" ".join(rng.choice(words) for _ in range(12)) + "." for _ in range(300)]
-    tok = train_bpe_tokenizer(corpus, vocab_size=320)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=256,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        # Wider than the 0.02 default so greedy argmax gaps dwarf float noise from padding.
-        initializer_range=0.2,
-    )
-    model = LlamaForCausalLM(config).eval()
+    tok = toy_tokenizer()
+    # Wider than the 0.02 default init so greedy argmax gaps dwarf float noise from padding.
+    model = random_llama(tok, kv_heads=4, initializer_range=0.2)
     path = tmp_path_factory.mktemp("tiny-llama")
     model.save_pretrained(path)
     tok.save_pretrained(path)
@@ -121,6 +101,10 @@ def reference_logprobs(backend: HFBackend, prompt: str, ids: list[int]) -> list[
         ("stop", "###"),
         ("stop", [""]),
         ("logprobs", 1),
+        ("repetition_penalty", 0.0),
+        ("repetition_penalty", -1.0),
+        ("repetition_penalty", float("inf")),
+        ("repetition_penalty", "1.2"),
     ],
 )
 def test_sampling_params_rejects_invalid_values(field: str, value: object) -> None:
@@ -132,6 +116,7 @@ def test_sampling_params_defaults_and_normalisation() -> None:
     params = SamplingParams(stop=("a", "b"))  # type: ignore[arg-type]
     assert params.stop == ["a", "b"]
     assert params.greedy and params.n == 1 and params.top_k == 0 and params.seed is None
+    assert params.repetition_penalty == 1.0
     assert not SamplingParams(temperature=0.7).greedy
 
 
@@ -255,6 +240,54 @@ def test_hf_generation_config_and_finish_reproduce_generate(hf_backend: HFBacken
         assert (ids, text, reason) == (want.token_ids, want.text, want.finish_reason)
 
 
+def test_hf_repetition_penalty_reaches_generate(hf_backend: HFBackend) -> None:
+    """The penalty is in the GenerationConfig, equals a hand-made config run, and changes
+    greedy output on a prompt the tiny model would otherwise repeat from."""
+    params = SamplingParams(max_new_tokens=24, repetition_penalty=3.0)
+    gc = hf_backend.generation_config(params)
+    assert gc.repetition_penalty == 3.0
+    assert hf_backend.generation_config(SamplingParams()).repetition_penalty == 1.0
+    prompt = "the cat sat on the mat and the cat sat on the mat and the cat"
+    got = hf_backend.generate([prompt], params)[0][0]
+    plain = hf_backend.generate([prompt], SamplingParams(max_new_tokens=24))[0][0]
+    assert got.token_ids != plain.token_ids
+    enc = hf_backend.tokenizer([prompt], return_tensors="pt")
+    from transformers import GenerationConfig
+
+    hand = GenerationConfig(
+        max_new_tokens=24,
+        do_sample=False,
+        repetition_penalty=3.0,
+        eos_token_id=sorted(hf_backend.eos_token_ids),
+        pad_token_id=hf_backend.tokenizer.pad_token_id,
+    )
+    with torch.inference_mode():
+        out = hf_backend.model.generate(**enc, generation_config=hand)
+    new_ids = out[0, enc["input_ids"].shape[1] :].tolist()
+    assert hf_backend.finish(new_ids, params)[0] == got.token_ids
+
+
+def test_openai_request_kwargs_map_sampling_params() -> None:
+    pytest.importorskip("openai")
+    backend = OpenAIBackend("http://127.0.0.1:9/v1", "m", extra_body={"x": 1})
+    base = backend.request_kwargs(SamplingParams(max_new_tokens=5), 1, None)
+    assert base == {
+        "model": "m",
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "max_tokens": 5,
+        "extra_body": {"x": 1},
+    }
+    params = SamplingParams(n=2, temperature=0.5, top_k=7, repetition_penalty=1.2, logprobs=True)
+    kw = backend.request_kwargs(params, 2, 11)
+    assert kw["extra_body"] == {"x": 1, "top_k": 7, "repetition_penalty": 1.2}
+    assert (kw["n"], kw["seed"], kw["logprobs"]) == (2, 11, 1)
+    assert backend.extra_body == {"x": 1}  # the per-request fields do not leak into it
+    chat = OpenAIBackend("http://127.0.0.1:9/v1", "m", chat=True)
+    assert "extra_body" not in chat.request_kwargs(SamplingParams(), 1, None)
+    assert chat.request_kwargs(params, 2, None)["logprobs"] is True
+
+
 def test_hf_logprobs_are_raw_model_logprobs(hf_backend: HFBackend) -> None:
     for params in (
         SamplingParams(max_new_tokens=10, logprobs=True),
@@ -352,8 +385,10 @@ def test_vllm_sampling_kwargs_mapping() -> None:
         "seed": 4,
         "stop": ["\n"],
         "logprobs": 0,
+        "repetition_penalty": 1.0,
     }
     assert vllm_sampling_kwargs(SamplingParams(top_k=40))["top_k"] == 40
+    assert vllm_sampling_kwargs(SamplingParams(repetition_penalty=1.3))["repetition_penalty"] == 1.3
     assert vllm_sampling_kwargs(SamplingParams())["logprobs"] is None
 
 
@@ -455,7 +490,8 @@ def served_model(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + 90
+        # A busy 2-core machine needs minutes to import the server.
+        deadline = time.monotonic() + 300
         while True:
             if proc.poll() is not None:
                 pytest.fail(f"transformers serve exited early:\n{log_path.read_text()[-3000:]}")
@@ -466,7 +502,7 @@ def served_model(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory)
             except (urllib.error.URLError, OSError):
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"transformers serve not healthy in 90 s:\n{log_path.read_text()}")
+                pytest.fail(f"transformers serve not healthy in 300 s:\n{log_path.read_text()}")
             time.sleep(0.5)
         yield f"http://127.0.0.1:{port}/v1"
     finally:

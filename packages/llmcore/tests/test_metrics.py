@@ -262,6 +262,19 @@ def test_perplexity_default_max_length_and_input_types(tiny_llama, stream) -> No
         assert res.nll_sum == pytest.approx(ref.nll_sum, rel=1e-6)
 
 
+def test_perplexity_independent_rows_pool_per_row_scores(tiny_llama, stream) -> None:
+    """A 2-D input is several streams, each scored on its own (never conditioned on another
+    row); windows of all rows share batches and the NLL is pooled."""
+    rows = stream[: 3 * 10].reshape(3, 10)
+    singles = [perplexity(tiny_llama, r, max_length=6, stride=4) for r in rows]
+    for batch_size in (1, 4):
+        pooled = perplexity(tiny_llama, rows, max_length=6, stride=4, batch_size=batch_size)
+        assert pooled.n_tokens == sum(r.n_tokens for r in singles) == 3 * 9
+        assert pooled.nll_sum == pytest.approx(sum(r.nll_sum for r in singles), rel=1e-5)
+    joined = perplexity(tiny_llama, rows.reshape(-1), max_length=6, stride=4)
+    assert joined.nll_sum != pytest.approx(sum(r.nll_sum for r in singles), rel=1e-5)
+
+
 def test_perplexity_restores_training_mode(tiny_llama, stream) -> None:
     tiny_llama.train()
     try:
@@ -305,7 +318,7 @@ def test_perplexity_plain_module_bigram(max_length: int, stride: int) -> None:
         ([1, 2, 3], {"batch_size": 0}, "batch_size"),
         ([1], {}, "at least 2 tokens"),
         ([], {}, "at least 2 tokens"),
-        ([[1, 2], [3, 4]], {}, "1-D"),
+        ([[[1, 2], [3, 4]]], {}, "1-D"),
         ([1.0, 2.0], {}, "integer"),
     ],
 )

@@ -35,6 +35,20 @@ def test_directory_without_model_is_clear(tmp_path) -> None:
         load_causal_lm(tmp_path)
 
 
+def test_model_and_tokenizer_report_the_folder_problem(tmp_path) -> None:
+    from llmcore import load_model_and_tokenizer
+
+    (tmp_path / "readme.txt").write_text("hi")
+    with pytest.raises(ModelLoadError, match=r"no config\.json"):
+        load_model_and_tokenizer(tmp_path)
+    (tmp_path / "config.json").write_text('{"model_type": "bogus-arch"}')
+    with pytest.raises(ModelLoadError, match="could not load a model") as info:
+        load_model_and_tokenizer(tmp_path)
+    msg = str(info.value)
+    assert msg.startswith("could not load a model") and "bogus-arch" in msg
+    assert msg.rstrip().endswith((".", ")", "`", "'")), msg  # the whole cause, not a fragment
+
+
 def test_unreachable_hub_id_is_clear(monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelLoadError, match="not a local path"):

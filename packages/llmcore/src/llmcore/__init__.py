@@ -5,9 +5,10 @@ Importing ``llmcore`` is cheap (no torch); the names below resolve lazily on fir
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from llmcore.lazy import lazy_exports
 
 try:
     __version__ = version("icml26-llmcore")
@@ -33,7 +34,23 @@ _LAZY = {
     "write_jsonl": "llmcore.data",
     "ResultsWriter": "llmcore.data",
 }
-_SUBMODULES = {"zoo", "diffusion", "hooks", "metrics", "data", "generation", "config", "errors"}
+_SUBMODULES = (
+    "cli",
+    "config",
+    "data",
+    "diffusion",
+    "errors",
+    "fixtures",
+    "generation",
+    "hooks",
+    "lmeval",
+    "metrics",
+    "models",
+    "registry",
+    "rl",
+    "runtime",
+    "zoo",
+)
 
 __all__ = [
     "Completion",
@@ -64,9 +81,4 @@ if TYPE_CHECKING:
     from llmcore.runtime import num_threads, select_device, select_dtype, set_seed, setup_logging
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in _SUBMODULES:
-        return importlib.import_module(f"llmcore.{name}")
-    raise AttributeError(f"module 'llmcore' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, submodules=_SUBMODULES)

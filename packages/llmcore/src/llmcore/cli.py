@@ -1,4 +1,5 @@
-"""The ``llmcore`` command: installed methods, their demos, and the tiny-model zoo.
+"""The ``llmcore`` command (installed methods, their demos, the tiny-model zoo) and
+:func:`run_main`, the entry-point wrapper that gives every package's CLI one error policy.
 
 ``--help`` imports neither torch nor transformers; commands import what they need.
 """
@@ -9,10 +10,53 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from llmcore.errors import LLMCoreError
+
+Handler = Callable[[argparse.Namespace], "int | None"]
+
+
+def run_main(
+    prog: str,
+    parser: argparse.ArgumentParser | Callable[[], argparse.ArgumentParser],
+    argv: Sequence[str] | None = None,
+    *,
+    handler: Handler | None = None,
+    user_errors: tuple[type[BaseException], ...] = (LLMCoreError,),
+) -> int:
+    """Parse ``argv``, run the chosen command and apply the one error policy of every CLI.
+
+    ``parser`` is a parser or a zero-argument function building one. The command is
+    ``args.func(args)`` (set per subcommand with ``set_defaults(func=...)``), else
+    ``handler(args)``; its return value is the exit status (``None`` means 0).
+
+    Policy: an error of a ``user_errors`` class (default: any :class:`LLMCoreError`, from which
+    every package's error hierarchy derives) prints ``prog: error: <message>`` to stderr and
+    returns 2, the status argparse uses for bad flags; ``KeyboardInterrupt`` prints
+    ``prog: interrupted`` and returns 130 (128 + SIGINT, the shell convention); anything else is
+    a bug and propagates with its traceback. argparse's own exits (``--help``, bad flags) raise
+    ``SystemExit`` as usual. Use as ``raise SystemExit(run_main("tool", build_parser, argv))``.
+    """
+    try:
+        p = parser if isinstance(parser, argparse.ArgumentParser) else parser()
+        args = p.parse_args(argv)
+        func = getattr(args, "func", None) or handler
+        if func is None:
+            raise TypeError(
+                f"{prog}: the parsed arguments have no 'func' and no handler was given: call "
+                "set_defaults(func=...) on every subcommand (with required=True subparsers) "
+                "or pass handler="
+            )
+        status = func(args)
+    except user_errors as exc:
+        print(f"{prog}: error: {str(exc) or type(exc).__name__}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    return 0 if status is None else int(status)
 
 
 def _positive_int(text: str) -> int:
@@ -222,10 +266,10 @@ def _build_fixtures(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     rows = summary_rows(results)
     print_table(rows)
-    counts = {s: sum(r["status"] == s for r in rows) for s in ("built", "cached", "done")}
+    counts = {s: sum(r["status"] == s for r in rows) for s in ("built", "cached")}
     print(
         f"fixtures: {len(rows)} in {wall:.0f}s wall; built {counts['built']}, "
-        f"cached {counts['cached']}, other {counts['done']}, "
+        f"cached {counts['cached']}, "
         f"failed {len(rows) - sum(counts.values())}"
     )
     if args.json_out:
@@ -302,12 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``llmcore`` console script."""
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except LLMCoreError as exc:
-        print(f"llmcore: error: {exc}", file=sys.stderr)
-        return 2
+    return run_main("llmcore", build_parser, argv)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,18 @@ except ImportError:  # pragma: no cover - Windows: no advisory locks, one writer
 if TYPE_CHECKING:
     import datasets
 
+
+def _import_datasets(feature: str):
+    """``datasets``, an optional extra of llmcore since 0.2 (only some packages need it)."""
+    try:
+        import datasets
+    except ImportError as exc:
+        from llmcore.errors import MissingExtraError
+
+        raise MissingExtraError(feature, "datasets") from exc
+    return datasets
+
+
 __all__ = [
     "ResultsWriter",
     "atomic_write_json",
@@ -405,7 +417,7 @@ def to_dataset(rows: Iterable[Mapping[str, Any]]) -> datasets.Dataset:
     Arrow does the same inside nested dicts, so a round trip of ragged rows adds ``None`` keys.
     Rows whose values Arrow cannot put in one column type raise :class:`DataError`.
     """
-    import datasets
+    datasets = _import_datasets("llmcore.data.to_dataset")
     import pyarrow as pa
 
     rows = [dict(r) for r in rows]

@@ -1,4 +1,7 @@
-"""The core's own demo: build (or load) the default zoo models and exercise the shared parts."""
+"""The core's own demo: build (or load) the default zoo models and exercise the shared parts.
+
+Used by the ``llmcore demo`` command (not by method packages, which register their own demos):
+it is the first thing a new user runs and the quickest check that an install works."""
 
 from __future__ import annotations
 

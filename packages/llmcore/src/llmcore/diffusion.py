@@ -100,7 +100,10 @@ def _add_gumbel_noise(logits: torch.Tensor, temperature: float, generator) -> to
     if temperature == 0:
         return logits
     # LLaDA samples with Gumbel-max in float64 for low-precision robustness.
-    u = torch.rand(logits.shape, dtype=torch.float64, device=logits.device, generator=generator)
+    # Draw on the generator's device (a CPU generator drives a CUDA model too), then move.
+    gdev = generator.device if generator is not None else logits.device
+    u = torch.rand(logits.shape, dtype=torch.float64, device=gdev, generator=generator)
+    u = u.to(logits.device)
     gumbel = (-torch.log(u.clamp_min(1e-20))) ** temperature
     return logits.double().exp() / gumbel
 
@@ -153,7 +156,10 @@ def llada_generate(
                 if remasking == "low_confidence":
                     conf = torch.softmax(logits.double(), -1).gather(-1, x0[..., None])[..., 0]
                 else:
-                    conf = torch.rand(x.shape, dtype=torch.float64, device=dev, generator=generator)
+                    gdev = generator.device if generator is not None else dev
+                    conf = torch.rand(
+                        x.shape, dtype=torch.float64, device=gdev, generator=generator
+                    ).to(dev)
                 conf[:, hi:] = -torch.inf
                 x0 = torch.where(is_mask, x0, x)
                 conf = torch.where(is_mask, conf, torch.full_like(conf, -torch.inf))

@@ -160,15 +160,6 @@ def priorities(fixtures: dict[str, Fixture]) -> dict[str, float]:
     return {n: prio(n) for n in fixtures}
 
 
-@dataclass(frozen=True)
-class Built:
-    """What a builder that does not return a zoo entry returns: whether it found its artefact
-    already cached, and where it is."""
-
-    from_cache: bool
-    path: str = ""
-
-
 @dataclass
 class FixtureResult:
     """What the phase did with one fixture."""
@@ -178,17 +169,24 @@ class FixtureResult:
     cold_seconds: float
     seconds: float = 0.0
     status: str = "pending"
-    """``built``, ``cached``, ``done`` (builder gave no cache flag), ``failed`` or ``skipped``."""
+    """``built``, ``cached``, ``failed`` or ``skipped``."""
     error: str = ""
     worker: int = field(default=-1, repr=False)
 
 
 def _status(result: Any) -> str:
-    items = result if isinstance(result, list | tuple) else [result]
-    flags = [getattr(r, "from_cache", None) for r in items]
-    if flags and all(isinstance(f, bool) for f in flags):
-        return "cached" if all(flags) else "built"
-    return "done"
+    """``built`` or ``cached``; a builder must hand back zoo entries, so that every fixture lives
+    in the zoo cache (keyed, locked, listed, cleared) rather than in a private folder."""
+    from llmcore.zoo.store import ZooEntry
+
+    items = list(result) if isinstance(result, list | tuple) else [result]
+    if not items or not all(isinstance(r, ZooEntry) for r in items):
+        got = ", ".join(sorted({type(r).__name__ for r in items})) or "nothing"
+        raise ConfigError(
+            f"a fixture builder must return the ZooEntry (or a list of them) from zoo.build or "
+            f"zoo.cached, got {got}; cache the artefact with llmcore.zoo.cached"
+        )
+    return "cached" if all(r.from_cache for r in items) else "built"
 
 
 def _run_one(build: str, name: str) -> tuple[str, float]:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, NoReturn
 
 import torch
 from torch import Tensor, nn
@@ -19,8 +20,10 @@ from torch import Tensor, nn
 from llmcore.errors import ConfigError, LLMCoreError
 
 __all__ = [
+    "BlockModules",
     "Edit",
     "ablate",
+    "block_modules",
     "capture_activations",
     "get_module",
     "intervene",
@@ -115,16 +118,24 @@ def _first_tensor(value: Any, name: str, what: str) -> Tensor:
     )
 
 
-def _input_tensor(args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Tensor:
+def _input_key(args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> int | str:
+    """Where a module call's main input is: ``0`` (first positional) or a keyword name."""
     if args:
-        return _first_tensor(args[0], name, "first input")
+        return 0
     for key in ("hidden_states", "input", "x", "inputs_embeds", "input_ids"):
         if isinstance(kwargs.get(key), Tensor):
-            return kwargs[key]
-    for value in kwargs.values():
+            return key
+    for key, value in kwargs.items():
         if isinstance(value, Tensor):
-            return value
+            return key
     raise LLMCoreError(f"module {name!r} was called without a tensor input")
+
+
+def _input_tensor(args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Tensor:
+    key = _input_key(args, kwargs, name)
+    if key == 0:
+        return _first_tensor(args[0], name, "first input")
+    return kwargs[key]
 
 
 @contextmanager
@@ -194,14 +205,33 @@ def _replace_first(output: Any, new: Tensor) -> Any:
     return output
 
 
-@contextmanager
-def intervene(model: nn.Module, edits: Mapping[str, Edit]) -> Iterator[None]:
-    """Replace the outputs of named modules with ``edit(output)`` during every forward.
+def _check_edit(name: str, what: str, old: Tensor, new: Any) -> None:
+    if not isinstance(new, Tensor):
+        raise LLMCoreError(
+            f"edit for {name!r} returned a {type(new).__name__}, not a tensor or None"
+        )
+    if new.shape != old.shape:
+        raise LLMCoreError(
+            f"edit for {name!r} returned shape {tuple(new.shape)}, "
+            f"but the {what} has shape {tuple(old.shape)}"
+        )
 
-    For a tuple/``ModelOutput`` output only the first element is passed and replaced; the rest
-    is kept. An edit returning ``None`` keeps the (possibly in-place edited) output; a returned
-    tensor must have the output's shape (:class:`LLMCoreError` otherwise). Hooks run in
-    registration order, so edits see earlier hooks' results.
+
+@contextmanager
+def intervene(
+    model: nn.Module, edits: Mapping[str, Edit], *, input: bool = False
+) -> Iterator[None]:
+    """Replace the outputs (or inputs, with ``input=True``) of named modules in every forward.
+
+    Outputs: for a tuple/``ModelOutput`` output only the first element is passed to
+    ``edit`` and replaced; the rest is kept. Inputs (``input=True``): a forward pre-hook
+    (``with_kwargs=True``) edits the first positional argument, or, when the module is called
+    with keywords only, the ``hidden_states`` (else first tensor) keyword, so the module
+    computes on ``edit(input)``; e.g. zeroing the input of an attention output projection
+    removes every head's contribution but keeps its bias. An edit returning ``None`` keeps
+    the (possibly in-place edited) tensor; a returned tensor must have the same shape
+    (:class:`LLMCoreError` otherwise). Hooks run in registration order, so edits see
+    earlier hooks' results.
     """
     modules = _resolve(model, list(edits))
 
@@ -211,23 +241,33 @@ def intervene(model: nn.Module, edits: Mapping[str, Edit]) -> Iterator[None]:
             new = edit(old)
             if new is None:
                 return None
-            if not isinstance(new, Tensor):
-                raise LLMCoreError(
-                    f"edit for {name!r} returned a {type(new).__name__}, not a tensor or None"
-                )
-            if new.shape != old.shape:
-                raise LLMCoreError(
-                    f"edit for {name!r} returned shape {tuple(new.shape)}, "
-                    f"but the output has shape {tuple(old.shape)}"
-                )
+            _check_edit(name, "output", old, new)
             return _replace_first(output, new)
 
         return hook
 
+    def make_pre_hook(name: str, edit: Edit) -> Callable[..., Any]:
+        def pre_hook(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            key = _input_key(args, kwargs, name)
+            old = _input_tensor(args, kwargs, name)
+            new = edit(old)
+            if new is None:
+                return None
+            _check_edit(name, "input", old, new)
+            if isinstance(key, str):
+                return args, {**kwargs, key: new}
+            return (_replace_first(args[0], new), *args[1:]), kwargs
+
+        return pre_hook
+
     handles: list[torch.utils.hooks.RemovableHandle] = []
     try:
         for name, module in modules.items():
-            handles.append(module.register_forward_hook(make_hook(name, edits[name])))
+            if input:
+                hook = make_pre_hook(name, edits[name])
+                handles.append(module.register_forward_pre_hook(hook, with_kwargs=True))
+            else:
+                handles.append(module.register_forward_hook(make_hook(name, edits[name])))
         yield
     finally:
         for handle in handles:
@@ -268,3 +308,108 @@ def ablate(
 
     with intervene(model, {name: make_edit(name) for name in names}):
         yield
+
+
+# --- per-block module names -------------------------------------------------------------------
+
+# Child names tried in order; the first that exists wins.
+_ATTN = ("self_attn", "attn", "attention", "self_attention")
+_ATTN_OUT = ("o_proj", "c_proj", "dense", "out_proj")
+_V_PROJ = ("v_proj",)
+_QKV_FUSED = ("c_attn", "query_key_value", "qkv_proj")
+_MLP = ("mlp", "feed_forward")
+_MLP_DOWN = ("down_proj", "c_proj", "dense_4h_to_h", "fc2")
+_INPUT_NORM = ("input_layernorm", "ln_1", "attention_norm")
+
+
+@dataclass(frozen=True)
+class BlockModules:
+    """Names (for :func:`get_module`, :func:`capture_activations`, :func:`intervene`) of one
+    decoder block's parts.
+
+    ``attn_out`` is the attention output projection (its input is the concatenation of the
+    heads' outputs, its output is what the block adds to the residual stream); ``mlp_down``
+    is the MLP's last projection. ``v_proj`` is the value projection; when ``v_fused`` is
+    true it is a fused query/key/value projection instead (GPT-2 ``c_attn``, GPT-NeoX
+    ``query_key_value``), whose output holds the values only as a slice: the last third for
+    GPT-2, and per head interleaved ``(q, k, v)`` chunks for GPT-NeoX.
+    """
+
+    block: str
+    attn: str
+    attn_out: str
+    v_proj: str
+    v_fused: bool
+    mlp: str
+    mlp_down: str
+    input_norm: str
+
+
+def _child(parent: nn.Module, candidates: tuple[str, ...]) -> str | None:
+    for cand in candidates:
+        if isinstance(getattr(parent, cand, None), nn.Module):
+            return cand
+    return None
+
+
+def block_modules(model: nn.Module, layer: int) -> BlockModules:
+    """Module names of decoder layer ``layer`` (negative counts from the end) of ``model``.
+
+    Knows the Llama/Qwen2/Mistral (``self_attn.o_proj``, ``mlp.down_proj``,
+    ``input_layernorm``), GPT-2 (``attn.c_proj``, ``mlp.c_proj``, ``ln_1``) and GPT-NeoX
+    (``attention.dense``, ``mlp.dense_4h_to_h``) layouts. Raises :class:`ConfigError` for a
+    layer index out of range or a layout whose parts it cannot find (naming what it found).
+    """
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        raise ConfigError(f"layer must be an int, got {layer!r}")
+    layers = layer_module_names(model)
+    if not -len(layers) <= layer < len(layers):
+        raise ConfigError(
+            f"layer {layer} is out of range: {type(model).__name__} has {len(layers)} layers "
+            f"(valid: 0..{len(layers) - 1}, or negative from the end)"
+        )
+    block_name = layers[layer]
+    block = model.get_submodule(block_name)
+    cls = type(model).__name__
+
+    def unknown(what: str, parent: nn.Module, parent_name: str, tried: tuple[str, ...]) -> NoReturn:
+        found = [n for n, _ in parent.named_children()]
+        raise ConfigError(
+            f"block_modules does not know the layout of {cls}: no {what} ({'/'.join(tried)}) "
+            f"in {parent_name!r} ({type(parent).__name__}); its children are: "
+            f"{', '.join(found) or '(none)'}. Pass module names to the hooks directly instead."
+        )
+
+    attn = _child(block, _ATTN)
+    if attn is None:
+        unknown("attention module", block, block_name, _ATTN)
+    attn_mod = getattr(block, attn)
+    attn_out = _child(attn_mod, _ATTN_OUT)
+    if attn_out is None:
+        unknown("attention output projection", attn_mod, f"{block_name}.{attn}", _ATTN_OUT)
+    v_proj = _child(attn_mod, _V_PROJ)
+    v_fused = v_proj is None
+    if v_fused:
+        v_proj = _child(attn_mod, _QKV_FUSED)
+        if v_proj is None:
+            unknown("value projection", attn_mod, f"{block_name}.{attn}", _V_PROJ + _QKV_FUSED)
+    mlp = _child(block, _MLP)
+    if mlp is None:
+        unknown("MLP", block, block_name, _MLP)
+    mlp_mod = getattr(block, mlp)
+    mlp_down = _child(mlp_mod, _MLP_DOWN)
+    if mlp_down is None:
+        unknown("MLP down projection", mlp_mod, f"{block_name}.{mlp}", _MLP_DOWN)
+    norm = _child(block, _INPUT_NORM)
+    if norm is None:
+        unknown("input norm", block, block_name, _INPUT_NORM)
+    return BlockModules(
+        block=block_name,
+        attn=f"{block_name}.{attn}",
+        attn_out=f"{block_name}.{attn}.{attn_out}",
+        v_proj=f"{block_name}.{attn}.{v_proj}",
+        v_fused=v_fused,
+        mlp=f"{block_name}.{mlp}",
+        mlp_down=f"{block_name}.{mlp}.{mlp_down}",
+        input_norm=f"{block_name}.{norm}",
+    )

@@ -8,7 +8,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 __all__ = [
     "PerplexityResult",
     "RougeScore",
+    "completion_logprobs",
+    "completion_token_ids",
     "exact_match",
     "extract_number",
     "lcs_length",
@@ -219,7 +221,7 @@ def perplexity(
     stride: int | None = None,
     batch_size: int = 1,
 ) -> PerplexityResult:
-    """Perplexity of a causal LM on one token stream with a strided sliding window.
+    """Perplexity of a causal LM on one token stream (or several) with a strided sliding window.
 
     The Hugging Face "Perplexity of fixed-length models" recipe, with exact token accounting:
     each window holds ``max_length`` tokens (default ``model.config.max_position_embeddings``)
@@ -228,16 +230,23 @@ def perplexity(
     Since a window can score at most ``max_length - 1`` tokens, ``stride == max_length`` (the
     default) means windows overlap by the one context token that needs. Runs under
     ``torch.no_grad`` in eval mode (restored afterwards) on the model's device.
+
+    A 2-D ``input_ids`` of shape ``(rows, length)`` holds independent streams of equal length
+    (e.g. the non-overlapping segments of the PTQ papers' WikiText protocol): each row is
+    windowed and scored on its own, never conditioned on another, windows from all rows share
+    batches, and the NLL is pooled (``n_tokens == rows * (length - 1)``).
     """
     import torch
     import torch.nn.functional as F
 
     ids = torch.as_tensor(np.asarray(input_ids) if not torch.is_tensor(input_ids) else input_ids)
-    if ids.ndim == 2 and ids.shape[0] == 1:
-        ids = ids[0]
-    if ids.ndim != 1:
-        raise ConfigError(f"input_ids must be one token stream (1-D), got shape {tuple(ids.shape)}")
-    length = ids.numel()
+    rows = ids[None] if ids.ndim == 1 else ids
+    if rows.ndim != 2 or rows.shape[0] == 0:
+        raise ConfigError(
+            f"input_ids must be one token stream (1-D) or independent rows (2-D), got shape "
+            f"{tuple(ids.shape)}"
+        )
+    length = rows.shape[1]
     if length < 2:
         raise ConfigError(f"perplexity needs a stream of at least 2 tokens, got {length}")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
@@ -256,10 +265,11 @@ def perplexity(
     if batch_size < 1:
         raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
 
-    windows = _sliding_windows(length, max_length, stride)
-    width = windows[0][2]  # every window has this many tokens: min(max_length, length)
+    per_row = _sliding_windows(length, max_length, stride)
+    windows = [(r, *w) for r in range(rows.shape[0]) for w in per_row]
+    width = per_row[0][2]  # every window has this many tokens: min(max_length, length)
     device = _model_device(model)
-    ids = ids.to(device=device, dtype=torch.long)
+    rows = rows.to(device=device, dtype=torch.long)
     extra: dict[str, Any] = {}
     if _accepts_kwarg(model, "use_cache"):
         extra["use_cache"] = False
@@ -272,9 +282,9 @@ def perplexity(
         with torch.no_grad():
             for start in range(0, len(windows), batch_size):
                 chunk = windows[start : start + batch_size]
-                batch = torch.stack([ids[b:e] for b, _, e in chunk])  # (B, width)
+                batch = torch.stack([rows[r, b:e] for r, b, _, e in chunk])  # (B, width)
                 # Logits needed: positions first-1 .. end-2 of each window, a suffix of it.
-                keep = max(e - f for _, f, e in chunk) + 1
+                keep = max(e - f for _, _, f, e in chunk) + 1
                 kwargs = dict(extra, logits_to_keep=keep) if trim_logits else extra
                 out = model(batch, **kwargs)
                 logits = getattr(out, "logits", out[0] if isinstance(out, tuple) else out)
@@ -282,10 +292,10 @@ def perplexity(
                 if kept < keep:
                     raise LLMCoreError(f"model returned logits for {kept} of {width} positions")
                 total = logits.new_zeros((), dtype=torch.float32)
-                for row, (_, first, end) in enumerate(chunk):
+                for i, (r, _, first, end) in enumerate(chunk):
                     n_new = end - first
-                    scores = logits[row, kept - n_new - 1 : kept - 1].float()
-                    total = total + F.cross_entropy(scores, ids[first:end], reduction="sum")
+                    scores = logits[i, kept - n_new - 1 : kept - 1].float()
+                    total = total + F.cross_entropy(scores, rows[r, first:end], reduction="sum")
                     n_tokens += n_new
                 nll_sum += float(total.item())
     finally:
@@ -294,6 +304,165 @@ def perplexity(
     mean = nll_sum / n_tokens
     ppl = math.exp(mean) if mean < 709.0 else math.inf
     return PerplexityResult(ppl=ppl, nll_sum=nll_sum, n_tokens=n_tokens)
+
+
+# --- completion scoring ----------------------------------------------------------------------
+
+
+def _bos_prefix(tokenizer: Any, add_bos: bool | None) -> list[int]:
+    """The BOS ids to put before a prompt's tokens: ``[bos]`` unless ``add_bos`` is False."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if add_bos is False:
+        return []
+    if bos is None:
+        if add_bos:
+            raise ConfigError(
+                "add_bos=True but the tokenizer has no bos_token_id; pass add_bos=False"
+            )
+        return []
+    return [int(bos)]
+
+
+def _encode(tokenizer: Any, text: str) -> list[int]:
+    return [int(t) for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
+
+
+def completion_token_ids(
+    tokenizer: Any,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    add_bos: bool | None = None,
+) -> list[tuple[list[int], list[int]]]:
+    """``(context_ids, completion_ids)`` per pair, as :func:`completion_logprobs` scores them.
+
+    Prompt and completion are tokenised separately without special tokens, so the completion's
+    ids are exactly ``tokenizer(completion, add_special_tokens=False)``. The BOS rule: with
+    ``add_bos=None`` (default) or ``True`` the tokenizer's ``bos_token_id`` is prepended to the
+    prompt unless the prompt's own ids already start with it (a rendered chat template that
+    spells out the BOS); ``None`` silently skips it when the tokenizer has no BOS, ``True`` then
+    raises. ``add_bos=False`` scores the raw prompt ids. An empty context (empty prompt and no
+    BOS) or an empty completion raises :class:`ConfigError`.
+    """
+    if isinstance(pairs, str | tuple) and len(pairs) == 2 and isinstance(pairs[0], str):
+        raise ConfigError("pairs must be a sequence of (prompt, completion) pairs, got one pair")
+    bos = _bos_prefix(tokenizer, add_bos)
+    out = []
+    for i, pair in enumerate(pairs):
+        if not (
+            isinstance(pair, Sequence) and len(pair) == 2 and all(isinstance(s, str) for s in pair)
+        ):
+            raise ConfigError(
+                f"pairs[{i}] must be a (prompt, completion) pair of strings, got {pair!r}"
+            )
+        prompt, completion = pair
+        context = _encode(tokenizer, prompt)
+        if bos and context[:1] != bos:
+            context = bos + context
+        target = _encode(tokenizer, completion)
+        if not target:
+            raise ConfigError(
+                f"pairs[{i}] has an empty completion ({completion!r}): nothing to score"
+            )
+        if not context:
+            raise ConfigError(
+                f"pairs[{i}] has an empty prompt and no BOS to condition on; give a prompt or "
+                "use add_bos=None/True with a tokenizer that has a bos_token_id"
+            )
+        out.append((context, target))
+    return out
+
+
+def completion_logprobs(
+    model: torch.nn.Module,
+    tokenizer: Any,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    batch_size: int = 16,
+    add_bos: bool | None = None,
+    reduce: Literal["sum", "mean"] | None = None,
+) -> list[torch.Tensor] | list[float]:
+    """Log-probabilities of each completion's tokens given its prompt, under a causal LM.
+
+    ``log p(c_t | bos, prompt, c_<t)`` for every token ``c_t`` of the completion (natural log,
+    float32 ``log_softmax`` of the logits, which at position ``t`` predict token ``t + 1``).
+    Tokenisation and the BOS rule are those of :func:`completion_token_ids`. Sequences are
+    sorted by length, cut into batches of ``batch_size`` and right-padded here (the tokenizer's
+    ``padding_side`` is ignored), with an attention mask and explicit positions ``0..len-1``,
+    so each result equals running the model on that sequence alone; results come back in the
+    order of ``pairs``. Runs under ``torch.no_grad`` in eval mode (restored afterwards) on the
+    model's device.
+
+    Returns one 1-D float32 CPU tensor per pair (``reduce=None``), or one float per pair: the
+    completion's total log-likelihood (``"sum"``) or its per-token mean (``"mean"``).
+    """
+    import torch
+
+    if reduce not in (None, "sum", "mean"):
+        raise ConfigError(f"reduce={reduce!r} is invalid: expected None, 'sum' or 'mean'")
+    batch_size = _as_int(batch_size, "batch_size")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+    encoded = completion_token_ids(tokenizer, pairs, add_bos=add_bos)
+    if not encoded:
+        return []
+    seqs = [ctx + tgt for ctx, tgt in encoded]
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]), reverse=True)
+    device = _model_device(model)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    pad = 0 if pad is None else int(pad)  # any valid id: padded positions are masked and unread
+    extra: dict[str, Any] = {}
+    if _accepts_kwarg(model, "use_cache"):
+        extra["use_cache"] = False
+    use_mask = _accepts_kwarg(model, "attention_mask")
+    use_pos = _accepts_kwarg(model, "position_ids")
+    trim_logits = _accepts_kwarg(model, "logits_to_keep")
+
+    results: list[torch.Tensor | None] = [None] * len(seqs)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(order), batch_size):
+                rows = order[start : start + batch_size]
+                width = len(seqs[rows[0]])  # sorted longest first
+                ids = torch.full((len(rows), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(rows), width), dtype=torch.long)
+                for r, i in enumerate(rows):
+                    ids[r, : len(seqs[i])] = torch.tensor(seqs[i])
+                    mask[r, : len(seqs[i])] = 1
+                kwargs = dict(extra)
+                if use_mask:
+                    kwargs["attention_mask"] = mask.to(device)
+                if use_pos:
+                    kwargs["position_ids"] = torch.arange(width, device=device).expand(
+                        len(rows), -1
+                    )
+                # Logits needed from position len(context) - 1 on: keep that suffix only.
+                first = min(len(encoded[i][0]) for i in rows) - 1
+                if trim_logits:
+                    kwargs["logits_to_keep"] = width - first
+                out = model(ids.to(device), **kwargs)
+                logits = getattr(out, "logits", out[0] if isinstance(out, tuple) else out)
+                offset = width - logits.shape[1]  # position of logits[:, 0]
+                if offset > first:
+                    raise LLMCoreError(
+                        f"model returned logits for {logits.shape[1]} of {width} positions"
+                    )
+                for r, i in enumerate(rows):
+                    ctx, tgt = encoded[i]
+                    lo = len(ctx) - 1 - offset
+                    scores = torch.log_softmax(logits[r, lo : lo + len(tgt)].float(), dim=-1)
+                    target = torch.tensor(tgt, device=scores.device).unsqueeze(1)
+                    results[i] = scores.gather(1, target)[:, 0].cpu()
+    finally:
+        model.train(was_training)
+
+    per_token = [t for t in results if t is not None]
+    if reduce == "sum":
+        return [float(t.sum()) for t in per_token]
+    if reduce == "mean":
+        return [float(t.mean()) for t in per_token]
+    return per_token
 
 
 # --- answer matching -------------------------------------------------------------------------
@@ -316,23 +485,44 @@ def exact_match(prediction: str, reference: str, *, normalize: bool = True) -> b
 # A minus sign only counts when it does not follow an alphanumeric ("5-3" is 5 and 3, not -3).
 _SIGN = r"(?:(?<![0-9A-Za-z])[-\u2212])?"
 _UINT = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)"
+_UDEC = rf"(?:{_UINT}(?:\.\d+)?|\.\d+)"
+# A LaTeX denominator must hold a nonzero digit (\frac{1}{0} is not a fraction, like 1/0).
 _NUMBER = re.compile(
-    rf"(?P<frac>{_SIGN}\d+\s*/\s*0*[1-9]\d*(?![\d.]))"
+    rf"(?P<tex>{_SIGN}\\[dt]?frac\s*"
+    rf"(?:\{{\s*(?P<tnum>[-\u2212]?{_UDEC})\s*\}}|(?P<tnum1>\d))\s*"
+    rf"(?:\{{\s*(?=[\d,.]*[1-9])(?P<tden>{_UDEC})\s*\}}|(?P<tden1>[1-9])))"
+    rf"|(?P<sci>(?P<mant>{_SIGN}{_UDEC})\s*(?:\\times|\\cdot|\u00d7)\s*10\s*\^\s*"
+    rf"(?:\{{\s*(?P<exp>[-+\u2212]?\d+)\s*\}}|(?P<exp1>\d)))"
+    rf"|(?P<frac>(?<![\d/.]){_SIGN}\d+\s*/\s*0*[1-9]\d*(?!\d|\.\d|\s*/))"
     rf"|(?P<dec>{_SIGN}(?:{_UINT}(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?)"
 )
+
+
+def _to_float(s: str) -> float:
+    return float(s.replace("\u2212", "-").replace(",", "").replace(" ", ""))
 
 
 def extract_number(text: str) -> float | None:
     """The last number in ``text``, or ``None``.
 
     Handles a leading minus (ASCII or U+2212), decimals, ``,`` thousands separators
-    (``1,234.5``), exponents (``1e-3``) and simple fractions ``a/b`` with integer parts
-    (``-3/4`` is -0.75; a zero denominator is not a fraction).
+    (``1,234.5``), exponents (``1e-3``), LaTeX fractions ``\\frac{a}{b}`` / ``\\dfrac`` /
+    ``\\tfrac`` (also ``\\frac12``), scientific notation ``a \\times 10^{k}`` (or ``\\cdot``)
+    and simple fractions ``a/b`` with integer parts (``-3/4`` is -0.75) when unambiguous: a
+    zero denominator, or a chain such as ``1/2/3``, is not a fraction.
     """
     matches = list(_NUMBER.finditer(text))
     if not matches:
         return None
     last = matches[-1]
+    if last.group("tex") is not None:
+        num = _to_float(last.group("tnum") or last.group("tnum1"))
+        den = _to_float(last.group("tden") or last.group("tden1"))
+        value = num / den
+        return -value if last.group().lstrip().startswith(("-", "\u2212")) else value
+    if last.group("sci") is not None:
+        exp = (last.group("exp") or last.group("exp1")).replace("\u2212", "-")
+        return _to_float(f"{last.group('mant')}e{int(exp)}")
     s = last.group().replace("\u2212", "-").replace(",", "")
     if last.group("frac") is not None:
         num, den = s.split("/")
@@ -357,3 +547,10 @@ def numeric_match(
     if pred is None or ref is None:
         return False
     return math.isclose(pred, ref, rel_tol=rel_tol, abs_tol=abs_tol)
+
+
+# --- math answers (LaTeX-aware grading, implemented in llmcore.mathanswer) ---------------------
+
+from llmcore.mathanswer import last_boxed, math_equivalent, normalize_math_answer  # noqa: E402
+
+__all__ += ["last_boxed", "math_equivalent", "normalize_math_answer"]

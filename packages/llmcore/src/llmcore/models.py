@@ -102,13 +102,17 @@ def load_tokenizer(
 def load_model_and_tokenizer(
     name_or_path: str | os.PathLike[str], **kwargs: Any
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Both of the above from one path or id (model kwargs are passed to the model loader)."""
+    """Both of the above from one path or id (model kwargs are passed to the model loader).
+
+    The model is loaded first, so a folder that holds no model (no ``config.json``, an unknown
+    ``model_type``) is reported as such rather than as a tokenizer failure."""
+    model = load_causal_lm(name_or_path, **kwargs)
     tok = load_tokenizer(
         name_or_path,
         trust_remote_code=kwargs.get("trust_remote_code", False),
         revision=kwargs.get("revision"),
     )
-    return load_causal_lm(name_or_path, **kwargs), tok
+    return model, tok
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -121,7 +125,8 @@ def model_device(model: torch.nn.Module) -> torch.device:
 
 
 def _explain(name: str, what: str, exc: Exception) -> str:
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    # keep the library's whole message (several lines): its first line alone can stop mid-sentence
+    msg = " ".join(str(exc).split()) or type(exc).__name__
     if Path(name).exists():
         return f"could not load a {what} from local path {name!r}: {msg}"
     return (

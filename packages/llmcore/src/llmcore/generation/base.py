@@ -36,6 +36,11 @@ class SamplingParams:
         stop: strings that end a sample; the text is cut before the first one (stop string
             excluded) and the finish reason becomes ``"stop"``.
         logprobs: also return the log-probability of every generated token.
+        repetition_penalty: CTRL-style penalty (Keskar et al. 2019) on every token already in
+            the prompt or the generation: its logit is divided by the penalty when positive and
+            multiplied by it when negative; 1.0 disables it, > 1 discourages repeats (> 0).
+            Honoured by the HF and vLLM backends; the HTTP backend sends it as the non-OpenAI
+            ``repetition_penalty`` field that vLLM and TGI servers accept.
     """
 
     n: int = 1
@@ -46,6 +51,7 @@ class SamplingParams:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     logprobs: bool = False
+    repetition_penalty: float = 1.0
 
     def __post_init__(self) -> None:
         def bad(name: str, value: object, allowed: str) -> ConfigError:
@@ -75,6 +81,12 @@ class SamplingParams:
             raise bad("stop", self.stop, "expected a list of non-empty strings")
         if not all(isinstance(s, str) and s for s in self.stop):
             raise bad("stop", self.stop, "expected a list of non-empty strings")
+        if (
+            not is_real(self.repetition_penalty)
+            or not math.isfinite(self.repetition_penalty)
+            or self.repetition_penalty <= 0
+        ):
+            raise bad("repetition_penalty", self.repetition_penalty, "expected a finite float > 0")
         if not isinstance(self.logprobs, bool):
             raise bad("logprobs", self.logprobs, "expected a bool")
         # Normalise tuples etc. to a fresh list so callers cannot mutate it under us.
@@ -112,7 +124,18 @@ class Completion:
 
 @runtime_checkable
 class GenerationBackend(Protocol):
-    """Anything that turns prompts into completions."""
+    """Anything that turns prompts into completions.
+
+    Backends that can also score text provide
+    ``score(pairs, *, add_bos=None) -> list[list[float]]``: for every ``(prompt, completion)``
+    pair, the natural-log probability of each completion token given the prompt and the
+    completion tokens before it, with the tokenisation and BOS rule of
+    :func:`llmcore.metrics.completion_token_ids` (``sum`` of a row is the completion's
+    log-likelihood). :class:`~llmcore.generation.hf.HFBackend` and
+    :class:`~llmcore.generation.vllm_backend.VLLMBackend` implement it;
+    :class:`~llmcore.generation.openai_http.OpenAIBackend` raises ``BackendError``. It is not
+    part of the structural check, so generation-only backends still satisfy this protocol.
+    """
 
     def generate(self, prompts: list[str], params: SamplingParams) -> list[list[Completion]]:
         """Generate ``params.n`` samples for every prompt.

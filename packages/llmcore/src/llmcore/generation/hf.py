@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +20,8 @@ class HFBackend:
 
     Prompts are tokenized as-is (``add_special_tokens`` left at the tokenizer's default, no chat
     template) and batched with left padding. Sampling is fully defined by :class:`SamplingParams`:
-    knobs it does not expose (repetition penalty, min-p, typical-p, n-gram blocking, beams) are
-    reset to neutral values, so a checkpoint's ``generation_config.json`` only contributes its
+    knobs it does not expose (min-p, typical-p, n-gram blocking, beams) are reset to neutral
+    values, so a checkpoint's ``generation_config.json`` only contributes its
     special-token ids (eos/pad/bos).
 
     Seeding: with ``params.seed`` set, one ``generate`` call runs inside ``torch.random.fork_rng``
@@ -30,6 +31,19 @@ class HFBackend:
     global torch RNG is used (and advanced).
 
     Greedy decoding with ``n > 1`` decodes once and repeats the result ``n`` times.
+
+    Shared-prefix KV reuse (``prefix_cache=True``): in each batch, the longest run of prompt
+    token ids common to every prompt (at most all but the last token of the shortest one) is
+    run through the model once; its KV cache is copied to every row (each of the ``n`` samples
+    too) and ``generate`` continues from it. Row ``i`` is laid out as
+    ``prefix + [pad] * (D - d_i) + suffix_i`` with the padding masked and positions following
+    the mask, so every token sees the same context and positions as without reuse, and the
+    RNG stream is consumed identically: outputs equal those without reuse (greedy and seeded
+    sampling, up to float rounding of the prefill). Reuse needs a prefix of at least
+    ``prefix_cache_min_tokens`` tokens and a model whose cache is a ``DynamicCache`` of
+    full-attention layers; otherwise that batch runs without it. Group prompts that share a
+    prefix into the same batches (``batch_size``) to benefit. :attr:`last_prefix_lengths`
+    records the reused length per batch of the last call (0: no reuse).
     """
 
     def __init__(
@@ -42,6 +56,8 @@ class HFBackend:
         dtype: str | torch.dtype | None = "auto",
         trust_remote_code: bool = False,
         progress: bool = True,
+        prefix_cache: bool = False,
+        prefix_cache_min_tokens: int = 8,
     ) -> None:
         """Wrap a loaded model or load one.
 
@@ -53,12 +69,28 @@ class HFBackend:
             dtype: weight dtype when loading from a path (``"auto"``: as saved).
             trust_remote_code: allow custom modelling code from the checkpoint (off by default).
             progress: show a tqdm bar over batches.
+            prefix_cache: compute the KV cache of a batch's shared prompt prefix once and
+                continue every row from a copy of it (see the class docstring).
+            prefix_cache_min_tokens: shortest shared prefix (in tokens) worth reusing.
         """
         import torch
         from transformers import PreTrainedModel
 
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ConfigError(f"HFBackend batch_size={batch_size!r} is invalid: expected int >= 1")
+        if not isinstance(prefix_cache, bool):
+            raise ConfigError(
+                f"HFBackend prefix_cache={prefix_cache!r} is invalid: expected a bool"
+            )
+        if (
+            not isinstance(prefix_cache_min_tokens, int)
+            or isinstance(prefix_cache_min_tokens, bool)
+            or prefix_cache_min_tokens < 1
+        ):
+            raise ConfigError(
+                f"HFBackend prefix_cache_min_tokens={prefix_cache_min_tokens!r} is invalid: "
+                "expected an int >= 1"
+            )
         if isinstance(model, PreTrainedModel):
             loaded, tok = model, tokenizer
             if tok is None:
@@ -103,6 +135,10 @@ class HFBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.batch_size = batch_size
         self.progress = progress
+        self.prefix_cache = prefix_cache
+        self.prefix_cache_min_tokens = prefix_cache_min_tokens
+        #: Shared-prefix tokens reused per batch in the last ``generate`` call (0: none).
+        self.last_prefix_lengths: list[int] = []
 
     def __repr__(self) -> str:
         name = getattr(self.model, "name_or_path", "") or type(self.model).__name__
@@ -130,6 +166,7 @@ class HFBackend:
         devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
         starts = range(0, len(prompts), self.batch_size)
         results: list[list[Completion]] = []
+        self.last_prefix_lengths = []
         with torch.random.fork_rng(devices=devices, enabled=params.seed is not None):
             if params.seed is not None:
                 torch.manual_seed(params.seed)
@@ -151,7 +188,7 @@ class HFBackend:
             "do_sample": not params.greedy,
             "num_beams": 1,
             "num_return_sequences": 1 if params.greedy else params.n,
-            "repetition_penalty": 1.0,
+            "repetition_penalty": params.repetition_penalty,
             "no_repeat_ngram_size": 0,
             "eos_token_id": sorted(self.eos_token_ids) or None,
             "pad_token_id": self.tokenizer.pad_token_id,
@@ -174,25 +211,104 @@ class HFBackend:
             kwargs["stop_strings"] = list(params.stop)
         return GenerationConfig(**kwargs)
 
+    def score(
+        self, pairs: Sequence[tuple[str, str]], *, add_bos: bool | None = None
+    ) -> list[list[float]]:
+        """Per-token log-probs of each completion given its prompt.
+
+        :func:`llmcore.metrics.completion_logprobs` with this backend's model, tokenizer and
+        ``batch_size``: ``result[i][t]`` is ``log p(completion token t | prompt, earlier
+        completion tokens)`` for ``pairs[i]``; ``sum(result[i])`` is the log-likelihood.
+        """
+        from llmcore.metrics import completion_logprobs
+
+        scores = completion_logprobs(
+            self.model, self.tokenizer, pairs, batch_size=self.batch_size, add_bos=add_bos
+        )
+        return [t.tolist() for t in scores]  # type: ignore[union-attr]
+
+    def _shared_prefix(self, ids: list[list[int]]) -> int:
+        """Length of the common token prefix of all rows, leaving each row >= 1 token to run."""
+        n = min(len(x) for x in ids) - 1
+        first, common = ids[0], 0
+        while common < n and all(x[common] == first[common] for x in ids):
+            common += 1
+        return common if common >= self.prefix_cache_min_tokens else 0
+
+    def _prefix_kv(self, ids: list[int], rows: int) -> Any:
+        """KV cache of ``ids`` (one forward pass) repeated for ``rows`` rows, or ``None`` when
+        the model's cache is not a ``DynamicCache`` of full-attention layers."""
+        import torch
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        from llmcore.metrics import _accepts_kwarg
+
+        with torch.inference_mode():
+            # Only the KV is needed: keep one position's logits when the model allows it.
+            trim = {"logits_to_keep": 1} if _accepts_kwarg(self.model, "logits_to_keep") else {}
+            out = self.model(
+                input_ids=torch.tensor([ids], device=self.device), use_cache=True, **trim
+            )
+        cache = out.past_key_values
+        layers = getattr(cache, "layers", None)
+        if not isinstance(cache, DynamicCache) or not layers:
+            return None
+        if not all(type(layer) is DynamicLayer for layer in layers):
+            return None
+        cache.batch_repeat_interleave(rows)
+        return cache
+
+    def _encode_batch(
+        self, prompts: list[str], offset: int, params: SamplingParams
+    ) -> dict[str, Any]:
+        """``generate`` inputs for one batch: left-padded, or (with a reusable shared prefix)
+        ``prefix + pad + suffix`` rows, expanded to one row per sample, with the prefix's KV."""
+        import torch
+
+        tok = self.tokenizer
+        ids: list[list[int]] = tok(prompts)["input_ids"]
+        empty = [offset + i for i, x in enumerate(ids) if not x]
+        if empty:
+            raise ConfigError(f"prompts at indices {empty} are empty after tokenization")
+        rows_per_prompt = 1 if params.greedy else params.n
+        shared = self._shared_prefix(ids) if self.prefix_cache else 0
+        cache = self._prefix_kv(ids[0][:shared], len(ids) * rows_per_prompt) if shared else None
+        self.last_prefix_lengths.append(shared if cache is not None else 0)
+        if cache is None:
+            enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left")
+            return {"inputs": dict(enc.to(self.device)), "expanded": False}
+        pad = tok.pad_token_id
+        width = max(len(x) for x in ids) - shared
+        rows, mask = [], []
+        for x in ids:
+            d = len(x) - shared
+            rows.append(x[:shared] + [pad] * (width - d) + x[shared:])
+            mask.append([1] * shared + [0] * (width - d) + [1] * d)
+        # Expand to one row per sample here (as generate's num_return_sequences would: samples of
+        # a prompt adjacent), since generate does not expand a user-supplied cache.
+        input_ids = torch.tensor(rows, device=self.device).repeat_interleave(rows_per_prompt, 0)
+        attention = torch.tensor(mask, device=self.device).repeat_interleave(rows_per_prompt, 0)
+        inputs = {"input_ids": input_ids, "attention_mask": attention, "past_key_values": cache}
+        return {"inputs": inputs, "expanded": True}
+
     def _generate_batch(
         self, prompts: list[str], offset: int, params: SamplingParams
     ) -> list[list[Completion]]:
         import torch
 
         tok = self.tokenizer
-        enc = tok(prompts, return_tensors="pt", padding=True, padding_side="left")
-        if enc["input_ids"].shape[1] == 0 or bool((enc["attention_mask"].sum(1) == 0).any()):
-            empty = [offset + i for i, m in enumerate(enc["attention_mask"].sum(1)) if m == 0]
-            raise ConfigError(f"prompts at indices {empty} are empty after tokenization")
-        enc = enc.to(self.device)
+        batch = self._encode_batch(prompts, offset, params)
+        config = self.generation_config(params)
+        if batch["expanded"]:
+            config.num_return_sequences = 1
         extra = {"tokenizer": tok} if params.stop else {}
+        inputs = batch["inputs"]
         with torch.inference_mode():
-            out = self.model.generate(
-                **enc, generation_config=self.generation_config(params), **extra
-            )
+            out = self.model.generate(**inputs, generation_config=config, **extra)
         # sequences: [rows, prompt_len + steps] with rows = len(prompts) * (1 if greedy else n),
         # the n samples of a prompt adjacent.
-        generated = out.sequences[:, enc["input_ids"].shape[1] :]
+        generated = out.sequences[:, inputs["input_ids"].shape[1] :]
         token_lp = None
         if params.logprobs:
             # out.logits: tuple over steps of raw logits [rows, vocab]; pick the chosen token's.

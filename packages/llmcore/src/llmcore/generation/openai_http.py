@@ -7,6 +7,7 @@ is read from an environment variable and never appears in ``repr``, logs or erro
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,6 +32,8 @@ class OpenAIBackend:
       (``transformers serve``) keep the stop string in the text.
     * ``top_k``: not part of the OpenAI API; sent as the ``top_k`` extra field only when > 0
       (vLLM accepts it; servers that do not fail with an HTTP error, raised as BackendError).
+    * ``repetition_penalty``: not part of the OpenAI API; sent as the ``repetition_penalty``
+      extra field (vLLM and TGI accept it) only when it is not 1.0.
     * ``logprobs``: the sampled tokens' log-probs as the server reports them (raw model
       distribution on vLLM); BackendError when the server returns none. If the server did not
       apply a stop string itself they cover the generation before client-side truncation.
@@ -123,10 +126,25 @@ class OpenAIBackend:
             result.append(Completion(index, j, text, [], logprobs, finish))
         return result
 
-    def _request(
-        self, prompt: str, params: SamplingParams, n: int, seed: int | None
-    ) -> list[tuple[str, list[float] | None, str | None]]:
-        """One API call; returns (text, logprobs, finish_reason) per choice, in choice order."""
+    def score(
+        self, pairs: Sequence[tuple[str, str]], *, add_bos: bool | None = None
+    ) -> list[list[float]]:
+        """Not supported: raises :class:`BackendError`.
+
+        The OpenAI API returns log-probs of generated tokens only (the chat API never scores
+        the prompt), and servers that echo prompt log-probs tokenise prompt and completion
+        together, so the scored tokens would not match the other backends'. Score with
+        :class:`~llmcore.generation.hf.HFBackend` or
+        :class:`~llmcore.generation.vllm_backend.VLLMBackend` instead.
+        """
+        raise BackendError(
+            f"OpenAIBackend ({self.base_url}) cannot score completions: the OpenAI API has no "
+            "prompt log-probs; use HFBackend.score or VLLMBackend.score (same tokenisation)"
+        )
+
+    def request_kwargs(self, params: SamplingParams, n: int, seed: int | None) -> dict[str, Any]:
+        """Keyword arguments of one ``completions.create`` / ``chat.completions.create`` call
+        (without ``prompt`` / ``messages``) asking for ``n`` choices with ``seed``."""
         kwargs: dict[str, Any] = {
             "model": self.model,
             "temperature": params.temperature,
@@ -142,17 +160,24 @@ class OpenAIBackend:
         extra_body = dict(self.extra_body)
         if params.top_k > 0:
             extra_body["top_k"] = params.top_k
+        if params.repetition_penalty != 1.0:
+            extra_body["repetition_penalty"] = params.repetition_penalty
         if extra_body:
             kwargs["extra_body"] = extra_body
+        if params.logprobs:
+            kwargs["logprobs"] = True if self.chat else 1
+        return kwargs
+
+    def _request(
+        self, prompt: str, params: SamplingParams, n: int, seed: int | None
+    ) -> list[tuple[str, list[float] | None, str | None]]:
+        """One API call; returns (text, logprobs, finish_reason) per choice, in choice order."""
+        kwargs = self.request_kwargs(params, n, seed)
         try:
             if self.chat:
-                if params.logprobs:
-                    kwargs["logprobs"] = True
                 messages = [{"role": "user", "content": prompt}]
                 resp = self._client.chat.completions.create(messages=messages, **kwargs)
             else:
-                if params.logprobs:
-                    kwargs["logprobs"] = 1
                 resp = self._client.completions.create(prompt=prompt, **kwargs)
         except self._openai.APIConnectionError as exc:
             raise self._error(f"could not reach the server at {self.base_url}: {exc}") from None

@@ -12,29 +12,18 @@ and caches nothing.
 
 from __future__ import annotations
 
-import json
 import logging
-import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmcore.errors import ConfigError, QualityGateError
-from llmcore.zoo.cache import (
-    build_lock,
-    cache_root,
-    clear,
-    entry_dir,
-    install,
-    library_versions,
-    list_entries,
-    recipe_key,
-)
+from llmcore.zoo.cache import cache_root, clear, list_entries
 from llmcore.zoo.corpus import Corpus, arithmetic_corpus, default_corpus, dyck_corpus, facts_corpus
 from llmcore.zoo.recipes import ModelSpec, Recipe, TokenizerSpec, TrainSpec
-from llmcore.zoo.tokenizer import train_bpe_tokenizer
+from llmcore.zoo.store import ZooEntry, artifact_dir, cached, code_digest, lookup
+from llmcore.zoo.tokenizer import corpus_symbols, train_bpe_tokenizer, word_tokenizer
+from llmcore.zoo.train import accuracy_gate
 
 __all__ = [
     "Corpus",
@@ -43,18 +32,25 @@ __all__ = [
     "TokenizerSpec",
     "TrainSpec",
     "ZooEntry",
+    "accuracy_gate",
     "arithmetic_corpus",
+    "artifact_dir",
     "build",
     "cache_root",
+    "cached",
     "clear",
+    "code_digest",
     "default_corpus",
     "dyck_corpus",
     "facts_corpus",
     "get_recipe",
     "list_entries",
+    "lookup",
     "recipe_names",
+    "recipe_tokenizer",
     "register_recipe",
     "train_bpe_tokenizer",
+    "word_tokenizer",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,25 +80,6 @@ def get_recipe(name: str) -> Recipe:
         ) from None
 
 
-@dataclass
-class ZooEntry:
-    """A built (cached) zoo model."""
-
-    name: str
-    path: Path
-    key: str
-    metrics: dict[str, float] = field(default_factory=dict)
-    build_seconds: float = 0.0
-    from_cache: bool = False
-
-    def load(self, *, device: str | None = "cpu", dtype: Any = "float32"):
-        """``(model, tokenizer)`` through :func:`llmcore.models.load_causal_lm` /
-        :func:`~llmcore.models.load_tokenizer`."""
-        from llmcore.models import load_causal_lm, load_tokenizer
-
-        return load_causal_lm(self.path, device=device, dtype=dtype), load_tokenizer(self.path)
-
-
 def build(
     recipe: Recipe | str,
     *,
@@ -110,111 +87,111 @@ def build(
     progress: bool = True,
     loss_fn: Callable[..., Any] | None = None,
     gate: Callable[[Any, Any], dict[str, float]] | None = None,
+    model_fn: Callable[..., Any] | None = None,
     key_extra: dict[str, Any] | None = None,
 ) -> ZooEntry:
     """Build ``recipe`` (or a registered name) unless a cache entry for it exists; return it.
 
     Cold builds train the tokenizer and the model, check the quality gate (raising
     :class:`QualityGateError` on a miss, caching nothing) and install the directory atomically
-    under :func:`cache_root`. Concurrent builds of one recipe wait on a file lock.
+    under :func:`cache_root` (through :func:`cached`). Concurrent builds of one recipe wait on a
+    file lock.
 
     Method packages customise a build without copying this flow: ``loss_fn(model, input_ids,
-    attention_mask, generator)`` replaces the objective's loss (e.g. with layer dropout);
-    ``gate(model, tokenizer) -> metrics`` runs after the held-out-loss gate, its metrics are
-    recorded, and it raises :class:`QualityGateError` to reject the model. ``key_extra``
-    (JSON-serialisable) says what those callables do and joins the cache key; it is required
-    with either, since code is not hashed."""
+    attention_mask, generator)`` replaces the objective's loss (e.g. :func:`train.completion_loss`
+    or layer dropout); ``gate(model, tokenizer) -> metrics`` runs after the held-out-loss gate
+    (e.g. :func:`accuracy_gate`), its metrics are recorded, and it raises
+    :class:`QualityGateError` to reject the model; ``model_fn(spec, tokenizer, seed=)`` builds a
+    patched architecture instead of :func:`train.build_model`. ``key_extra`` (JSON-serialisable)
+    says what those callables do and joins the cache key; it is required with any of them
+    (e.g. ``{"loss": "completion-only", "code": code_digest(my_module)}``)."""
     if isinstance(recipe, str):
         recipe = get_recipe(recipe)
-    if (loss_fn is not None or gate is not None) and not key_extra:
+    if (loss_fn is not None or gate is not None or model_fn is not None) and not key_extra:
         raise ConfigError(
-            "build() with a custom loss_fn or gate needs key_extra describing them (e.g. "
-            "{'loss': 'layer-drop-0.2', 'gate': 'exact-match>=0.9'}): code is not hashed, so "
-            "the cache key must say what it does"
+            "build() with a custom loss_fn, gate or model_fn needs key_extra describing them "
+            "(e.g. {'loss': 'layer-drop-0.2', 'code': zoo.code_digest(my_module)}): the cache "
+            "key must change when they do"
         )
     material = recipe.key_material()
     if key_extra:
         material["extra"] = key_extra
-    key = recipe_key(material)
-    final = entry_dir(recipe.name, key)
-    with build_lock(final):
-        if (final / "zoo.json").exists() and not force:
-            meta = json.loads((final / "zoo.json").read_text())
-            return ZooEntry(recipe.name, final, key, meta["metrics"], meta["build_seconds"], True)
-        t0 = time.perf_counter()
-        tmp = Path(tempfile.mkdtemp(dir=final.parent))
-        metrics = _train_into(recipe, tmp, progress, loss_fn, gate)
-        seconds = time.perf_counter() - t0
-        meta = {
-            "name": recipe.name,
-            "key": key,
-            "description": recipe.description,
-            "recipe": material,
-            "versions": library_versions(),
-            "metrics": metrics,
-            "build_seconds": seconds,
-            "threads": recipe.train.threads,
-        }
-        (tmp / "zoo.json").write_text(json.dumps(meta, indent=2))
-        install(tmp, final)
-    log.info("built zoo model %s in %.1fs (%s)", recipe.name, seconds, metrics)
-    return ZooEntry(recipe.name, final, key, metrics, seconds, False)
+    load_kwargs = {}
+    if recipe.model.attn_implementation is not None:
+        load_kwargs["attn_implementation"] = recipe.model.attn_implementation
+
+    def make(tmp: Path) -> dict[str, Any]:
+        return _train_into(recipe, tmp, progress, loss_fn, gate, model_fn)
+
+    return cached(
+        recipe.name,
+        material,
+        make,
+        force=force,
+        progress=False,
+        description=recipe.description,
+        load_kwargs=load_kwargs,
+    )
+
+
+def recipe_tokenizer(recipe: Recipe):
+    """The tokenizer a recipe's build trains (BPE) or defines (word)."""
+    spec = recipe.tokenizer
+    if spec.kind == "word":
+        symbols = spec.symbols or tuple(corpus_symbols(recipe.corpus.train))
+        return word_tokenizer(symbols, extra_special_tokens=spec.extra_special_tokens)
+    return train_bpe_tokenizer(
+        recipe.corpus.train,
+        spec.vocab_size,
+        min_frequency=spec.min_frequency,
+        extra_special_tokens=spec.extra_special_tokens,
+    )
 
 
 def _train_into(
-    recipe: Recipe, out: Path, progress: bool, loss_fn=None, gate=None
+    recipe: Recipe, out: Path, progress: bool, loss_fn=None, gate=None, model_fn=None
 ) -> dict[str, Any]:
-    import shutil
-
     from llmcore.zoo.train import build_model, eval_loss, train_lm
 
-    try:
-        tok = train_bpe_tokenizer(
-            recipe.corpus.train,
-            recipe.tokenizer.vocab_size,
-            min_frequency=recipe.tokenizer.min_frequency,
-            extra_special_tokens=recipe.tokenizer.extra_special_tokens,
+    tok = recipe_tokenizer(recipe)
+    model = (model_fn or build_model)(recipe.model, tok, seed=recipe.train.seed)
+    if recipe.train.objective == "masked_diffusion":
+        model.config.llmcore_objective = "masked_diffusion"
+        model.config.mask_token_id = tok.mask_token_id
+    stats = train_lm(
+        model,
+        tok,
+        recipe.corpus.train,
+        recipe.train,
+        loss_fn=loss_fn,
+        progress=progress,
+        desc=recipe.name,
+    )
+    held = eval_loss(
+        model,
+        tok,
+        recipe.corpus.eval,
+        objective=recipe.train.objective,
+        max_length=recipe.train.max_length,
+    )
+    metrics = {
+        **stats,
+        "eval_loss": held,
+        "n_params": float(sum(p.numel() for p in model.parameters())),
+    }
+    if not held <= recipe.max_eval_loss:
+        raise QualityGateError(
+            f"zoo recipe {recipe.name!r} missed its quality gate: held-out loss {held:.4f} > "
+            f"{recipe.max_eval_loss} after {recipe.train.steps} steps (first loss "
+            f"{stats['first_loss']:.3f}). Train longer or fix the recipe; nothing was cached."
         )
-        model = build_model(recipe.model, tok, seed=recipe.train.seed)
-        if recipe.train.objective == "masked_diffusion":
-            model.config.llmcore_objective = "masked_diffusion"
-            model.config.mask_token_id = tok.mask_token_id
-        stats = train_lm(
-            model,
-            tok,
-            recipe.corpus.train,
-            recipe.train,
-            loss_fn=loss_fn,
-            progress=progress,
-            desc=recipe.name,
-        )
-        held = eval_loss(
-            model,
-            tok,
-            recipe.corpus.eval,
-            objective=recipe.train.objective,
-            max_length=recipe.train.max_length,
-        )
-        metrics = {
-            **stats,
-            "eval_loss": held,
-            "n_params": float(sum(p.numel() for p in model.parameters())),
-        }
-        if not held <= recipe.max_eval_loss:
-            raise QualityGateError(
-                f"zoo recipe {recipe.name!r} missed its quality gate: held-out loss {held:.4f} > "
-                f"{recipe.max_eval_loss} after {recipe.train.steps} steps (first loss "
-                f"{stats['first_loss']:.3f}). Train longer or fix the recipe; nothing was cached."
-            )
-        if gate is not None:
-            metrics.update(gate(model, tok))
-        model.save_pretrained(out, safe_serialization=True)
-        tok.save_pretrained(out)
-        metrics["weights_sha256"] = weights_digest(model)
-        return metrics
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)
-        raise
+    if gate is not None:
+        metrics.update(gate(model, tok))
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    metrics["weights_sha256"] = weights_digest(model)
+    metrics["threads"] = recipe.train.threads
+    return metrics
 
 
 def weights_digest(model) -> str:

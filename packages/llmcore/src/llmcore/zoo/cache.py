@@ -80,7 +80,7 @@ def list_entries() -> list[dict[str, Any]]:
     if root.exists():
         for d in sorted(root.iterdir()):
             meta = d / "zoo.json"
-            if d.is_dir() and meta.exists():
+            if d.is_dir() and not d.name.startswith(".") and meta.exists():
                 info = json.loads(meta.read_text())
                 info["path"] = str(d)
                 out.append(info)

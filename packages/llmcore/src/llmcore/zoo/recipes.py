@@ -11,14 +11,40 @@ from llmcore.zoo.corpus import Corpus
 
 @dataclass(frozen=True)
 class TokenizerSpec:
-    """Byte-level BPE trained on the recipe's corpus."""
+    """The recipe's tokenizer: byte-level BPE trained on its corpus, or one token per word.
+
+    With ``kind="bpe"``, ``vocab_size=264`` (256 bytes + the 8 special and chat tokens) leaves
+    no room for a merge, so every character is one token (useful for character-level tasks)."""
 
     vocab_size: int = 512
-    """Total vocabulary including the special tokens."""
+    """Total vocabulary including the special tokens (BPE only)."""
     min_frequency: int = 2
     """Minimum pair frequency for a BPE merge."""
     extra_special_tokens: tuple[str, ...] = ()
     """Additional special tokens a method needs (e.g. separators)."""
+    kind: Literal["bpe", "word"] = "bpe"
+    """``"bpe"``: byte-level BPE; ``"word"``: one token per whitespace-separated symbol
+    (:func:`llmcore.zoo.word_tokenizer`), with the same special tokens and chat template."""
+    symbols: tuple[str, ...] = ()
+    """The word tokenizer's symbols; empty means every whitespace-separated word of the
+    training corpus, sorted."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("bpe", "word"):
+            raise ConfigError(f"tokenizer kind must be 'bpe' or 'word', got {self.kind!r}")
+        if self.symbols and self.kind != "word":
+            raise ConfigError("TokenizerSpec.symbols is only used with kind='word'")
+
+    def key_material(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.kind == "bpe":  # keeps the keys of recipes made before word tokenizers existed
+            d.pop("kind")
+            d.pop("symbols")
+        else:
+            d.pop("vocab_size")
+            d.pop("min_frequency")
+            d["symbols"] = list(self.symbols)
+        return d
 
 
 @dataclass(frozen=True)
@@ -36,6 +62,16 @@ class ModelSpec:
     max_position_embeddings: int = 128
     tie_word_embeddings: bool = False
     rope_theta: float = 10000.0
+    attn_implementation: str | None = None
+    """transformers attention backend (``"eager"``, ``"sdpa"``...); ``None`` means the library
+    default. Recorded in the cache entry and applied by ``ZooEntry.load`` (methods that read
+    attention weights need ``"eager"``)."""
+
+    def key_material(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["attn_implementation"] is None:  # keeps the keys of earlier recipes
+            d.pop("attn_implementation")
+        return d
 
     def __post_init__(self) -> None:
         if self.arch not in ("llama", "qwen2"):
@@ -107,8 +143,8 @@ class Recipe:
         return {
             "name": self.name,
             "corpus": {"name": self.corpus.name, "fingerprint": self.corpus.fingerprint},
-            "tokenizer": asdict(self.tokenizer),
-            "model": asdict(self.model),
+            "tokenizer": self.tokenizer.key_material(),
+            "model": self.model.key_material(),
             "train": train,
             "max_eval_loss": self.max_eval_loss,
         }

@@ -71,3 +71,44 @@ def train_bpe_tokenizer(
     )
     wrapped.chat_template = CHAT_TEMPLATE
     return wrapped
+
+
+def word_tokenizer(
+    symbols: Iterable[str],
+    *,
+    extra_special_tokens: Iterable[str] = (),
+) -> PreTrainedTokenizerFast:
+    """A tokenizer with exactly one token per symbol (whitespace-separated words), for synthetic
+    tasks where a BPE merge would blur the unit the method reasons about (digits, states, graph
+    nodes). Same special tokens (pad id 0), chat tokens and chat template as
+    :func:`train_bpe_tokenizer`; unknown words map to ``<unk>``; decoding joins with spaces."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from llmcore.errors import ConfigError
+
+    specials = [*SPECIAL_TOKENS.values(), *CHAT_TOKENS, *extra_special_tokens]
+    words: list[str] = []
+    for s in symbols:
+        if not s or any(c.isspace() for c in s):
+            raise ConfigError(f"word-tokenizer symbols must be non-empty and space-free, got {s!r}")
+        if s not in words and s not in specials:
+            words.append(s)
+    if not words:
+        raise ConfigError("word_tokenizer() needs at least one symbol")
+    vocab = {t: i for i, t in enumerate([*specials, *words])}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=SPECIAL_TOKENS["unk_token"]))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    wrapped = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        additional_special_tokens=[*CHAT_TOKENS, *extra_special_tokens],
+        padding_side="left",
+        **SPECIAL_TOKENS,
+    )
+    wrapped.chat_template = CHAT_TEMPLATE
+    return wrapped
+
+
+def corpus_symbols(texts: Iterable[str]) -> list[str]:
+    """Every whitespace-separated word of ``texts``, sorted (the default word vocabulary)."""
+    return sorted({w for t in texts for w in t.split()})

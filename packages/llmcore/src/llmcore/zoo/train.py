@@ -19,13 +19,35 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, *, seed: int = 0):
-    """A randomly initialised ``LlamaForCausalLM``/``Qwen2ForCausalLM`` for ``spec``, float32."""
+def build_model(
+    spec: ModelSpec,
+    tokenizer_or_vocab_size: PreTrainedTokenizerBase | int,
+    *,
+    seed: int = 0,
+    **config_overrides: Any,
+):
+    """A randomly initialised ``LlamaForCausalLM``/``Qwen2ForCausalLM`` for ``spec``, float32.
+
+    The vocabulary (and pad/bos/eos ids) come from a tokenizer, or pass a vocabulary size for a
+    model over raw token ids. ``config_overrides`` go to the transformers config last (e.g.
+    ``rms_norm_eps=1e-5``, ``attention_dropout=0.1``), so a method can patch any config field
+    without copying this function."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
+    if isinstance(tokenizer_or_vocab_size, int):
+        if tokenizer_or_vocab_size <= 0:
+            raise ConfigError(f"vocab size must be positive, got {tokenizer_or_vocab_size}")
+        vocab: dict[str, Any] = {"vocab_size": tokenizer_or_vocab_size}
+    else:
+        tok = tokenizer_or_vocab_size
+        vocab = dict(
+            vocab_size=len(tok),
+            pad_token_id=tok.pad_token_id,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
     common: dict[str, Any] = dict(
-        vocab_size=len(tokenizer),
         hidden_size=spec.hidden_size,
         num_hidden_layers=spec.num_layers,
         num_attention_heads=spec.num_heads,
@@ -34,17 +56,22 @@ def build_model(spec: ModelSpec, tokenizer: PreTrainedTokenizerBase, *, seed: in
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=spec.tie_word_embeddings,
         rope_parameters={"rope_type": "default", "rope_theta": spec.rope_theta},
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        **vocab,
     )
+    common.update(config_overrides)
     cfg_cls, model_cls = {
         "llama": (LlamaConfig, LlamaForCausalLM),
         "qwen2": (Qwen2Config, Qwen2ForCausalLM),
     }[spec.arch]
+    try:
+        config = cfg_cls(**common)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"invalid {spec.arch} config override: {exc}") from exc
+    if spec.attn_implementation is not None:
+        config._attn_implementation = spec.attn_implementation
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = model_cls(cfg_cls(**common))
+        model = model_cls(config)
     return model.float()
 
 
@@ -170,6 +197,149 @@ def objective_loss(objective: str, tokenizer: PreTrainedTokenizerBase):
             m, ids, mask_id, attention_mask=att, generator=gen
         )
     raise ConfigError(f"unknown objective {objective!r}")
+
+
+def completion_loss(
+    marker_id: int,
+    *,
+    objective: str = "causal",
+    mask_token_id: int | None = None,
+) -> Callable[[Any, torch.Tensor, torch.Tensor, torch.Generator], torch.Tensor]:
+    """A ``loss_fn`` for :func:`train_lm` / ``zoo.build`` that scores only the completion: the
+    tokens after the first ``marker_id`` of each row (the prompt and the marker itself are
+    context, not targets). ``objective="causal"`` is next-token cross-entropy on those
+    positions; ``"masked_diffusion"`` masks and scores only them (LLaDA's SFT loss, which needs
+    ``mask_token_id``). A row without the marker contributes nothing."""
+
+    if objective not in ("causal", "masked_diffusion"):
+        raise ConfigError(f"objective must be 'causal' or 'masked_diffusion', got {objective!r}")
+    if objective == "masked_diffusion" and mask_token_id is None:
+        raise ConfigError("completion_loss(objective='masked_diffusion') needs mask_token_id")
+
+    def prompt_part(ids: torch.Tensor) -> torch.Tensor:
+        hit = (ids == marker_id).int()
+        return hit.cumsum(1) - hit == 0  # up to and including the first marker; all if none
+
+    if objective == "causal":
+
+        def loss_fn(model, ids, att, gen):
+            labels = ids.masked_fill((att == 0) | prompt_part(ids), -100)
+            return model(input_ids=ids, attention_mask=att, labels=labels).loss
+
+        return loss_fn
+
+    from llmcore.diffusion import masked_diffusion_loss
+
+    def diffusion_loss_fn(model, ids, att, gen):
+        plen = prompt_part(ids).sum(1)  # a contiguous prefix; the whole row without a marker
+        return masked_diffusion_loss(
+            model, ids, mask_token_id, attention_mask=att, prompt_lengths=plen, generator=gen
+        )
+
+    return diffusion_loss_fn
+
+
+def greedy_completions(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    prompts: Sequence[str],
+    *,
+    max_new_tokens: int = 16,
+    objective: str = "causal",
+    batch_size: int = 32,
+) -> list[str]:
+    """Greedy completions of ``prompts`` (each encoded as ``[bos] + prompt``, no chat template),
+    cut at eos. Causal models decode with ``generate``; masked-diffusion models with LLaDA's
+    sampler (one block, one token per step)."""
+    import torch
+
+    from llmcore.models import model_device
+
+    dev = model_device(model)
+    bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
+    out: list[str] = []
+    rows = [[bos, *r] for r in tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(rows), batch_size):
+            chunk = rows[i : i + batch_size]
+            if objective == "masked_diffusion":
+                from llmcore.diffusion import llada_generate
+
+                gen = [
+                    llada_generate(
+                        model,
+                        torch.tensor([r], device=dev),
+                        tokenizer.mask_token_id,
+                        gen_length=max_new_tokens,
+                        steps=max_new_tokens,
+                        block_length=max_new_tokens,
+                    )[0, len(r) :].tolist()
+                    for r in chunk
+                ]
+            else:
+                width = max(len(r) for r in chunk)  # left-pad for batched generation
+                ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(r)) + r for r in chunk])
+                starts = torch.tensor([width - len(r) for r in chunk])[:, None]
+                att = (torch.arange(width)[None, :] >= starts).long()
+                res = model.generate(
+                    input_ids=ids.to(dev),
+                    attention_mask=att.to(dev),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=eos,
+                )
+                gen = res[:, width:].tolist()
+            for g in gen:
+                if eos in g:
+                    g = g[: g.index(eos)]
+                out.append(tokenizer.decode(g, skip_special_tokens=True).strip())
+    return out
+
+
+def accuracy_gate(
+    prompts: Sequence[str],
+    answers: Sequence[str],
+    *,
+    lo: float = 0.0,
+    hi: float = 1.0,
+    max_new_tokens: int = 16,
+    objective: str = "causal",
+    match: Callable[[str, str], bool] | None = None,
+    name: str = "gate_accuracy",
+) -> Callable[[Any, Any], dict[str, float]]:
+    """A ``gate(model, tokenizer)`` for ``zoo.build``/``zoo.cached`` builds: greedy accuracy on
+    ``prompts`` must lie in ``[lo, hi]`` (a window: a fixture meant to be imperfect, e.g. for a
+    method that should improve it, fails as loudly when too good as when too weak). Raises
+    :class:`~llmcore.errors.QualityGateError` with the measured value; returns
+    ``{name: accuracy}``. ``match(pred, answer)`` defaults to stripped string equality."""
+    from llmcore.errors import QualityGateError
+
+    if len(prompts) != len(answers) or not prompts:
+        raise ConfigError(
+            f"accuracy_gate needs as many answers as prompts (non-empty), got "
+            f"{len(prompts)} prompts and {len(answers)} answers"
+        )
+    if not 0.0 <= lo <= hi <= 1.0:
+        raise ConfigError(f"accuracy_gate needs 0 <= lo <= hi <= 1, got lo={lo}, hi={hi}")
+    same = match or (lambda p, a: p.strip() == a.strip())
+
+    def gate(model, tokenizer) -> dict[str, float]:
+        preds = greedy_completions(
+            model, tokenizer, prompts, max_new_tokens=max_new_tokens, objective=objective
+        )
+        acc = sum(bool(same(p, a)) for p, a in zip(preds, answers, strict=True)) / len(answers)
+        if not lo <= acc <= hi:
+            raise QualityGateError(
+                f"{name}={acc:.4f} on {len(answers)} prompts is outside the gate window "
+                f"[{lo}, {hi}] (e.g. prompt {prompts[0]!r} -> {preds[0]!r}, expected "
+                f"{answers[0]!r}); change the recipe (steps, lr, task difficulty), nothing "
+                "was cached"
+            )
+        return {name: acc}
+
+    return gate
 
 
 def eval_loss(
