@@ -1,5 +1,5 @@
 """Shared fixtures: tiny models built in code (property tests) and the zoo-cached CPU
-fixtures of spec §6 (target with layer dropout, briefly trained drafter)."""
+fixtures (target with layer dropout, briefly trained drafter)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,17 @@ def fx():
     models.info["session_load_seconds"] = time.perf_counter() - t0
     print(f"\nvia-sd fixtures: {models.info}")
     return models
+
+
+@pytest.fixture(scope="session")
+def searched_mask(fx):
+    """The DIMR-searched skip set of the target fixture (``via-sd-mask`` zoo entry: searched
+    once per target and search code, then loaded)."""
+    from via_sd.tiny import build_searched_mask
+
+    entry = build_searched_mask(target=fx.target, tokenizer=fx.tokenizer)
+    print(f"\nvia-sd searched mask: {entry.metrics} (from cache: {entry.from_cache})")
+    return entry
 
 
 @pytest.fixture(scope="session")

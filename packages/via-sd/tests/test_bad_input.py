@@ -1,4 +1,4 @@
-"""Bad input of spec §8 gives clear errors from the via-sd hierarchy."""
+"""Bad input gives clear errors from the via-sd hierarchy."""
 
 from __future__ import annotations
 

@@ -1,17 +1,19 @@
-"""The paper's direction on the CPU fixtures (spec §6 E1, E3, E5).
+"""The paper's direction on the CPU fixtures.
 
-64 held-out prompts, γ = 5, evenly spaced 3-of-8 mask, τ = (0.7, 0.5), greedy. Asserted:
-full-model forwards VIA < SD < AR and VIA <= 0.8 x SD; VIA accuracy within 0.10 of AR; SD
-output identical to AR; AR forwards == tokens; the block model (applied to each block's own
-draft length) predicts VIA's target forwards per block within 10 %. Rejection rates are
-reported beside SD's (greedy and sampling), not asserted: in greedy mode a slim regeneration
-counts as a rejection, so the rate can only fall by accepting tokens the target would reject.
+64 held-out prompts, γ = 5, τ = (0.7, 0.5), greedy, and the slim verifier the paper uses: the
+skip mask found by the DIMR search (``dimr_search``, 3 of 8 layers, cached as the ``via-sd-mask``
+zoo entry; [3, 5, 6] on the current target). Asserted: full-model forwards VIA < SD < AR and
+VIA <= 0.8 x SD; VIA accuracy within 0.10 of AR; SD output identical to AR; AR forwards ==
+tokens; the block model (applied to each block's own draft length) predicts VIA's target
+forwards per block within 10 %. Rejection rates are a report (extended tier), not a claim: in
+greedy mode a slim regeneration counts as a rejection, so the rate can only fall by accepting
+tokens the target would reject.
 
-Margins (value minus threshold) are measured on cold builds of the one-stage target from empty
-caches: build 1 with ``LLMCORE_ZOO_THREADS=1`` (exact match 0.938 after one extension chunk,
-drafter agreement 0.746); build 2 with ``LLMCORE_ZOO_THREADS=2`` (see each test).
-Tiers: the forwards, theory and cost-bound tests run by default; the strong-drafter regime (an
-ablation of the drafter), the rejection-rate report and the τ sweep are ``extended``.
+Margins (value minus threshold) are measured on the one-stage target built cold from empty
+caches twice (``LLMCORE_ZOO_THREADS=1`` and ``=2``: bit-identical weights, so one set of values)
+with the searched mask; the evenly spaced mask [2, 4, 6] the claims used before is given beside
+them. Tiers: the forwards, theory and cost-bound tests run by default; the strong-drafter regime
+(an ablation of the drafter), the rejection-rate report and the τ sweep are ``extended``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from via_sd import (
     SlimVerifier,
     ViaSDConfig,
     autoregressive_generate,
-    layer_mask_even,
     speculative_generate,
     theory,
     via_sd_generate,
@@ -34,8 +35,8 @@ from via_sd.theory import via_block_model, via_target_calls_per_block
 from via_sd.tiny import score
 
 
-def run_all(fx, prompts, cfg, methods=("ar", "sd", "via")):
-    slim = SlimVerifier(fx.target, skip_layers=layer_mask_even(8, 0.45))
+def run_all(fx, prompts, cfg, mask, methods=("ar", "sd", "via")):
+    slim = SlimVerifier(fx.target, skip_layers=mask)
     out = {m: [] for m in methods}
     for row in prompts:
         ids = encode(fx.tokenizer, row["prompt"])
@@ -60,18 +61,25 @@ def totals(rs):
 
 
 @pytest.fixture(scope="module")
-def greedy_run(fx, prompts64):
+def mask(searched_mask):
+    """The DIMR-searched skip set of the target fixture."""
+    return searched_mask.metrics["skip_layers"]
+
+
+@pytest.fixture(scope="module")
+def greedy_run(fx, prompts64, mask):
     cfg = ViaSDConfig(
         gamma=5, max_new_tokens=48, eos_token_id=fx.tokenizer.eos_token_id, measure_divergence=True
     )
-    return run_all(fx, prompts64, cfg)
+    return run_all(fx, prompts64, cfg, mask)
 
 
 @pytest.mark.claim
 def test_claim_fewer_full_model_forwards_at_near_ar_accuracy(greedy_run):
-    """Build 1: target forwards AR 1762, SD 633, VIA 413; VIA/SD 0.652, margin 0.148 under 0.8
-    (93 forwards); accuracy AR 0.938, VIA 0.953, margin +0.116 over AR - 0.10 (7 prompts).
-    Build 2: identical weights to build 1 (same sha256 2b995d29...; 2,146 s on the loaded machine), so the same values; spread 0."""
+    """Searched mask [3, 5, 6]: target forwards AR 1762, SD 633, VIA 411; VIA/SD 0.649, margin
+    0.151 under 0.8 (95 forwards); accuracy AR 0.938, VIA 0.906, margin +0.069 over AR - 0.10
+    (4 prompts). Evenly spaced mask: VIA 413 (0.652), accuracy 0.953. Both cold builds have
+    identical weights (sha256 2b995d29...), so the same values; spread 0."""
     ar, sd, via = (greedy_run[m] for m in ("ar", "sd", "via"))
     for (a, _), (s, _) in zip(ar, sd, strict=True):
         assert a.stats.target_forwards == a.stats.tokens
@@ -96,19 +104,19 @@ def test_claim_fewer_full_model_forwards_at_near_ar_accuracy(greedy_run):
 
 
 @pytest.mark.claim
-def test_claim_theory_predicts_target_forwards_per_block(greedy_run, fx):
-    """Spec E3 / issue 3: the block model with the measured tier rates predicts the measured
-    target calls per block within 10 %. The model is applied to each block's own draft length
-    (blocks end early at EOS and at the token budget: 168 of 632 blocks offered fewer than 5
-    drafts, not γ = 5). The fixed-γ closed form is printed for the record, not asserted.
+def test_claim_theory_predicts_target_forwards_per_block(greedy_run):
+    """The block model with the measured tier rates predicts the measured target calls per
+    block within 10 %. The model is applied to each block's own draft length (blocks end early
+    at EOS and at the token budget, so many offer fewer than γ = 5 drafts). The fixed-γ closed
+    form is printed for the record, not asserted.
 
-    Fragile: the model over-predicts systematically (escalations cluster
-    in the blocks of the hard M digits, which an i.i.d. model cannot see), so the error sits
-    just inside the tolerance on every build. Build 1: prediction 0.7203 vs measured 0.6535
-    (413 / 632), relative error -0.0927, margin 0.0073 (0.7 points of the 10 %). Build 2:
-    identical weights, same values (spread 0 on this machine, so the rule is met here only
-    because the two builds did not differ at all). The previous two-stage target measured -0.096 and -0.093 on its two builds.
-    More prompts shrink the noise but not this bias; the threshold is left where it was."""
+    Fragile: the model over-predicts systematically (escalations cluster in the blocks of the
+    hard M digits, which an i.i.d. model cannot see), so the error sits just inside the
+    tolerance. Searched mask: prediction 0.7190 vs measured 0.6513 (411 / 631), relative error
+    -0.0940, margin 0.006 (0.6 points of the 10 %); evenly spaced mask: -0.0927. Both cold
+    builds have identical weights, so the same values; the previous two-stage target measured
+    -0.096 and -0.093 on its two builds (even mask). More prompts shrink the noise but not this
+    bias; the threshold is left where it was."""
     v = totals(greedy_run["via"])
     n = v["drafted"]
     a, b, e = v["tier_a"] / n, v["tier_b"] / n, v["tier_c"] / n
@@ -126,7 +134,7 @@ def test_claim_theory_predicts_target_forwards_per_block(greedy_run, fx):
     assert measured == pytest.approx(pred, rel=0.10)
 
 
-def test_cost_model_bounds_wall_clock_against_sd(greedy_run, fx):
+def test_cost_model_bounds_wall_clock_against_sd(greedy_run, fx, mask):
     """Why the CPU wall-clock target (VIA no slower than SD) is out of reach on these
     fixtures, on any hardware: per block VIA pays one slim pass (c_s of a target forward)
     to spare q in a share P of blocks, so it is faster only if c_s < P
@@ -134,10 +142,10 @@ def test_cost_model_bounds_wall_clock_against_sd(greedy_run, fx):
     keeps (5/8 here: it shares embeddings, head and per-call overhead with q and runs 5 of
     q's 8 layers), and the measured P with this drafter (agreement 0.75) at γ = 5 is 0.35.
     Counts only, so deterministic; fails (and the README must change) if the fixtures move
-    into the regime where VIA can win. Build 1: P 0.347, margin 0.278 below 5/8 (cost per
-    block >= 1.278). Build 2: identical weights, same values."""
+    into the regime where VIA can win. Searched mask: P 0.349, margin 0.276 below 5/8 (cost per
+    block >= 1.276); evenly spaced mask: P 0.347."""
     v = totals(greedy_run["via"])
-    slim = SlimVerifier(fx.target, skip_layers=layer_mask_even(8, 0.45))
+    slim = SlimVerifier(fx.target, skip_layers=mask)
     p_noq = 1.0 - v["target_forwards"] / v["blocks"]
     floor = theory.via_vs_sd_block_cost(p_noq, 5, 0.0, slim.kept_fraction)
     print(
@@ -148,71 +156,94 @@ def test_cost_model_bounds_wall_clock_against_sd(greedy_run, fx):
 
 
 @pytest.fixture(scope="module")
-def strong_run(prompts64):
-    """SD and VIA-SD at γ = 2 with a drafter trained 1,200 steps (agreement 0.974 with q,
-    above the default fixture's 0.6-0.9 gate), 32 prompts, the evenly spaced mask."""
+def strong_run(prompts64, mask):
+    """SD and VIA-SD at γ = 2 with a drafter trained 1,200 steps (agreement 0.988 with q,
+    above the default fixture's 0.6-0.9 gate), 32 prompts, the searched mask, and the
+    per-forward latencies of q, p and q' measured by the bench's own micro-benchmark
+    (``via_sd.bench.measure_latencies``: c = t_p / t_q, c_s = t_q' / t_q)."""
     from via_sd.tiny import build_fixtures
 
     strong = build_fixtures(progress=False, drafter_steps=1200)  # ~50 s cold, then cached
     cfg = ViaSDConfig(gamma=2, max_new_tokens=48, eos_token_id=strong.tokenizer.eos_token_id)
-    return strong, run_all(strong, prompts64[:32], cfg)
+    run = run_all(strong, prompts64[:32], cfg, mask)
+    slim = SlimVerifier(strong.target, skip_layers=mask)
+    lat = measure_latencies(strong.target, strong.drafter, slim, 2, repeats=60)
+    return strong, run, slim, lat
 
 
 @pytest.mark.claim
 @pytest.mark.extended
 def test_claim_strong_drafter_regime_favours_via(strong_run):
     """The paper's wall-clock direction needs the regime where c_s < P (see the test above).
-    With a strong drafter q is spared in most blocks: P >= 0.85 here (build 1: agreement 0.988,
-    margin 0.088 over 0.9; P 0.965, margin 0.115; VIA 11 vs SD 313 target forwards), far
-    above the kept fraction 5/8 that bounds c_s from below, so VIA's cost per block is below
-    SD's for every c_s up to P. Measured on CPU (README map): VIA 0.80-0.95 x SD's wall-clock
-    at γ = 1..5 with this drafter. The price is accuracy (lossy): printed, not asserted."""
-    strong, run = strong_run
+    With a strong drafter q is spared in most blocks, so P is far above the slim verifier's
+    kept fraction 5/8. The cost model is evaluated with this run's MEASURED cost ratios: the
+    drafter's c and the slim pass's c_s (both from the bench's micro-benchmark on this
+    machine), so it is the cost per block VIA pays here, not a best case. The price is
+    accuracy (lossy): printed, not asserted.
+
+    Measured (searched mask [3, 5, 6], 2026-12-01, machine at load 8-11): agreement 0.988,
+    P 0.971 (margin 0.121), VIA 9 vs SD 313 target forwards. The cost ratio with measured c and
+    c_s was 0.737 in the passing extended run, but 0.745-0.949 in four more micro-benchmarks
+    of the same models (0.716-0.880 in four with the even mask; c 0.13-0.50 and c_s 0.51-0.87
+    across all: load noise), and the idle-machine latencies of the README's regime map (c 0.30, c_s 0.68) give 0.82. So the
+    paper's direction (below 1) held in every measurement, the kept 0.8 threshold only in
+    some: this assertion is expected to fail on an idle machine. The threshold was not moved."""
+    strong, run, slim, lat = strong_run
     v, sd, ar = totals(run["via"]), totals(run["sd"]), totals(run["ar"])
-    slim = SlimVerifier(strong.target, skip_layers=layer_mask_even(8, 0.45))
     p_noq = 1.0 - v["target_forwards"] / v["blocks"]
+    cost = theory.via_vs_sd_block_cost(p_noq, 2, lat["c"], lat["c_s"])
     print(
-        f"\nstrong drafter (agreement {strong.info['agreement']:.3f}), gamma 2: P(block spares q)"
-        f" = {p_noq:.3f}; target forwards VIA {v['target_forwards']} vs SD "
-        f"{sd['target_forwards']}; accuracy AR {ar['accuracy']:.3f} SD {sd['accuracy']:.3f} "
-        f"VIA {v['accuracy']:.3f}; wall VIA/SD {v['wall'] / sd['wall']:.3f}"
+        f"\nstrong drafter (agreement {strong.info['agreement']:.3f}), gamma 2, mask "
+        f"{slim.skip_layers}: P(block spares q) = {p_noq:.3f}; target forwards VIA "
+        f"{v['target_forwards']} vs SD {sd['target_forwards']}; measured c = {lat['c']:.3f}, "
+        f"c_s = {lat['c_s']:.3f}; VIA/SD cost per block {cost:.3f} (with c = 0 and c_s = kept "
+        f"fraction: {theory.via_vs_sd_block_cost(p_noq, 2, 0.0, slim.kept_fraction):.3f}); "
+        f"accuracy AR {ar['accuracy']:.3f} SD {sd['accuracy']:.3f} VIA {v['accuracy']:.3f}; "
+        f"wall VIA/SD {v['wall'] / sd['wall']:.3f}"
     )
     assert strong.info["agreement"] > 0.9
     assert p_noq >= 0.85 and p_noq > slim.kept_fraction + 0.2
-    assert theory.via_vs_sd_block_cost(p_noq, 2, 0.0, slim.kept_fraction) < 0.8
     assert v["target_forwards"] <= 0.2 * sd["target_forwards"]
+    assert cost < 1.0, "the paper's direction: VIA cheaper than SD per block"
+    assert cost < 0.8, "the claim's threshold (unchanged from the c = 0 version)"
 
 
 @pytest.mark.perf
 def test_wall_clock_strong_drafter_regime(strong_run):
     """Perf marker: in the strong-drafter regime VIA-SD is no slower than SD (calibration:
     0.80 x at γ = 2)."""
-    _, run = strong_run
+    _, run, _, _ = strong_run
     assert totals(run["via"])["wall"] <= totals(run["sd"])["wall"]
 
 
-@pytest.mark.claim
 @pytest.mark.extended
-def test_rejection_rates_reported_greedy_and_sampling(greedy_run, fx, prompts64):
-    g = {m: totals(greedy_run[m])["rejection_rate"] for m in ("sd", "via")}
+def test_report_rejection_rates_greedy_and_sampling(greedy_run, fx, prompts64, mask):
+    """Report (not a claim): SD's and VIA's rejection rates, greedy on 64 prompts and sampling
+    at T = 1 on 16; the paper reports VIA 0.10-0.22 lower, these fixtures show no gap (README).
+    Asserted are only the counters' bookkeeping: rejections split into the slim verifier's and
+    the target's, and every rate is a share of the routed drafts."""
+    g = {m: totals(greedy_run[m]) for m in ("sd", "via")}
     cfg = ViaSDConfig(
         gamma=5, max_new_tokens=48, temperature=1.0, seed=0, eos_token_id=fx.tokenizer.eos_token_id
     )
-    s = run_all(fx, prompts64[:16], cfg, methods=("sd", "via"))
-    srate = {m: totals(s[m])["rejection_rate"] for m in s}
+    s = run_all(fx, prompts64[:16], cfg, mask, methods=("sd", "via"))
+    st = {m: totals(s[m]) for m in s}
     print(
-        f"\nrejection rate greedy: SD {g['sd']:.3f} VIA {g['via']:.3f}; "
-        f"sampling T=1 (16 prompts): SD {srate['sd']:.3f} VIA {srate['via']:.3f} "
-        "(reported, not asserted; paper: 0.10-0.22 lower)"
+        f"\nrejection rate greedy: SD {g['sd']['rejection_rate']:.3f} VIA "
+        f"{g['via']['rejection_rate']:.3f}; sampling T=1 (16 prompts): SD "
+        f"{st['sd']['rejection_rate']:.3f} VIA {st['via']['rejection_rate']:.3f}"
     )
-    assert 0.0 <= g["via"] <= 1.0 and 0.0 <= srate["via"] <= 1.0
+    for t in (g["via"], st["via"]):
+        assert t["rejections"] == t["rejections_b"] + t["rejections_c"]
+        assert t["tier_a"] + t["tier_b"] + t["tier_c"] == t["drafted"]
+        assert 0.0 <= t["rejection_rate"] <= 1.0
 
 
 @pytest.mark.extended
-def test_threshold_sweep_monotone(fx, prompts64):
-    """E5: target forwards non-decreasing, divergence non-increasing in tau_escalate
-    (tolerance: one prompt's worth)."""
-    slim = SlimVerifier(fx.target, skip_layers=layer_mask_even(8, 0.45))
+def test_threshold_sweep_monotone(fx, prompts64, mask):
+    """Target forwards non-decreasing, divergence non-increasing in tau_escalate (tolerance:
+    one prompt's worth)."""
+    slim = SlimVerifier(fx.target, skip_layers=mask)
     rows = []
     prompts = prompts64[:16]
     for te in (0.0, 0.3, 0.5, 0.7, 1.01):
@@ -241,10 +272,10 @@ def test_threshold_sweep_monotone(fx, prompts64):
 
 
 @pytest.mark.perf
-def test_wall_clock_side_by_side(greedy_run, fx):
-    """E1.6 (perf marker): VIA wall <= 1.10 x SD wall and SD wall <= AR wall; skipped when the
+def test_wall_clock_side_by_side(greedy_run, fx, mask):
+    """Perf marker: VIA wall <= 1.10 x SD wall and SD wall <= AR wall; skipped when the
     measured drafter/target cost ratio is above 0.5."""
-    slim = SlimVerifier(fx.target, skip_layers=layer_mask_even(8, 0.45))
+    slim = SlimVerifier(fx.target, skip_layers=mask)
     lat = measure_latencies(fx.target, fx.drafter, slim, 5)
     T = {m: totals(greedy_run[m]) for m in greedy_run}
     print(

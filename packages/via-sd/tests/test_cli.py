@@ -52,6 +52,43 @@ def test_theory(tmp_path, capsys):
     assert "alpha" in capsys.readouterr().err
 
 
+def test_config_file_then_flags(tmp_path, capsys):
+    """``--config FILE`` sets ViaSDConfig fields, typed flags override it (also the HF alias
+    and ``--alphas``); a bad file is a usage error (exit 2) naming the key; torch-free."""
+    from via_sd import cli
+
+    f = tmp_path / "via.yaml"
+    f.write_text("gamma: 3\ntau_accept: 0.9\ntau_escalate: 0.2\nmax_new_tokens: 7\n")
+    base = ["generate", "--target", "t", "--drafter", "d", "--prompt", "x", "--config", str(f)]
+    cfg = cli._config(cli.build_parser().parse_args(base))
+    assert (cfg.gamma, cfg.tau_accept, cfg.tau_escalate, cfg.max_new_tokens) == (3, 0.9, 0.2, 7)
+    cfg = cli._config(
+        cli.build_parser().parse_args(
+            [*base, "--num-assistant-tokens", "4", "--alphas", "0.5,0.3", "--no-bonus-token"]
+        )
+    )
+    assert (cfg.gamma, cfg.tau_accept, cfg.tau_escalate, cfg.bonus_token) == (4, 0.7, 0.5, False)
+    assert cfg.max_new_tokens == 7
+    f.write_text("gama: 3\n")
+    assert main(base) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("via-sd: error:") and "gama" in err and "gamma" in err
+    f.write_text("tau_accept: 0.3\n")  # below tau_escalate's default 0.5: ViaSDConfigError
+    assert main(base) == 2
+    assert "tau_escalate" in capsys.readouterr().err
+
+
+def test_package_errors_are_llmcore_errors():
+    from via_sd import errors
+
+    from llmcore.errors import LLMCoreError
+
+    for name in ("ViaSDConfigError", "ViaSDInputError", "ViaSDTypeError"):
+        assert issubclass(getattr(errors, name), LLMCoreError)
+    assert issubclass(errors.UnsupportedModelError, NotImplementedError)
+    assert issubclass(errors.ViaSDConfigError, ValueError)
+
+
 @pytest.fixture(scope="module")
 def tiny_dir(fx, tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny")
@@ -204,8 +241,18 @@ def test_registry_and_demo():
     assert d["via_target_forwards"] < d["ar_target_forwards"]
 
 
+def test_lm_eval_model_without_lm_eval_names_the_extra():
+    code = (
+        "import sys\nsys.modules['lm_eval'] = None\n"
+        "from llmcore.errors import MissingExtraError\n"
+        "try:\n    import via_sd.lm_eval_model\nexcept MissingExtraError as e:\n"
+        "    print(e)\nelse:\n    raise SystemExit('imported without lm-eval')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert "pip install 'via-sd[lm-eval]'" in out.stdout
+
+
 def test_lm_eval_registration():
-    pytest.importorskip("lm_eval")
     import via_sd.lm_eval_model  # noqa: F401
     from lm_eval.api.registry import get_model
 
@@ -213,8 +260,6 @@ def test_lm_eval_registration():
 
 
 def test_lm_eval_generate_until_runs_via_sd(tiny_dir):
-    pytest.importorskip("lm_eval")
-    pytest.importorskip("accelerate")
     from lm_eval.api.instance import Instance
     from via_sd.lm_eval_model import ViaSDLM
 
@@ -232,3 +277,66 @@ def test_lm_eval_generate_until_runs_via_sd(tiny_dir):
     out = lm.generate_until(reqs, disable_tqdm=True)
     assert out[0].startswith("R:") and "|S" not in out[0]
     assert lm.via_stats["target_forwards"] > 0 and lm.via_stats["tokens"] > 0
+
+
+def test_lm_eval_task_scores_via_sd_outputs(tiny_dir, tmp_path):
+    """End to end through lm-eval: a local ``generate_until`` task (two held-out list prompts,
+    written with ``llmcore.lmeval.write_generate_until_task``) evaluated by ``simple_evaluate``
+    on the ``via-sd`` model. Its exact match must equal the one of the same VIA-SD decode run
+    through the Python API, and the model's decode statistics must show VIA-SD ran."""
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+    from via_sd import SlimVerifier, ViaSDConfig, via_sd_generate
+    from via_sd.bench import encode_prompt
+    from via_sd.lm_eval_model import ViaSDLM
+    from via_sd.tiny import eval_prompts, score
+
+    from llmcore import lmeval
+    from llmcore.data import write_jsonl
+
+    rows = eval_prompts(2)
+    write_jsonl(tmp_path / "lists.jsonl", rows)
+    lmeval.write_generate_until_task(
+        tmp_path / "tasks",
+        task="via_sd_lists",
+        data_files=tmp_path / "lists.jsonl",
+        doc_to_text="{{prompt}}",
+        doc_to_target="{{reference}}",
+        generation_kwargs={"max_gen_toks": 40},
+    )
+    lm = ViaSDLM(
+        pretrained=str(tiny_dir / "target"),
+        drafter=str(tiny_dir / "drafter"),
+        device="cpu",
+        batch_size=1,
+        dtype="float32",
+        add_bos_token=True,
+    )
+    out = lm_eval.simple_evaluate(
+        model=lm,
+        tasks=["via_sd_lists"],
+        task_manager=TaskManager(include_path=str(tmp_path / "tasks"), include_defaults=False),
+        bootstrap_iters=0,
+    )
+    em = lmeval.scores(out)["via_sd_lists"]["exact_match"]
+    slim = SlimVerifier(lm.model, skip_ratio=0.45)
+    cfg = ViaSDConfig(max_new_tokens=40, eos_token_id=lm.tokenizer.eos_token_id)
+    direct = [
+        score(
+            lm.tokenizer.decode(
+                via_sd_generate(
+                    lm.model, lm.drafter, slim, encode_prompt(lm.tokenizer, r["prompt"]), cfg
+                ).new_tokens,
+                skip_special_tokens=True,
+            ),
+            r["reference"],
+        )
+        for r in rows
+    ]
+    print(f"\nlm-eval exact match {em}; direct VIA-SD {direct}; stats {lm.via_stats}")
+    assert em == sum(direct) / len(direct)
+    assert lm.via_stats["target_forwards"] > 0 and lm.via_stats["tokens"] > 0
+    assert (
+        lm.via_stats["tier_a"] + lm.via_stats["tier_b"] + lm.via_stats["tier_c"]
+        == (lm.via_stats["drafted"])
+    )

@@ -1,4 +1,4 @@
-"""Exactness and invariants (spec §6 E2): lossless cases equal greedy AR token for token."""
+"""Exactness and invariants: lossless cases equal greedy AR token for token."""
 
 from __future__ import annotations
 

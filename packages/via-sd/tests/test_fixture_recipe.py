@@ -49,3 +49,19 @@ def test_drafter_steps_option(monkeypatch):
     assert fx.info["drafter_steps"] == 1200 and 0.0 < fx.info["agreement"] <= 1.0
     with pytest.raises(QualityGateError, match="agreement"):
         tiny.build_fixtures(progress=False)
+
+
+def test_target_is_an_ordinary_zoo_entry(fx):
+    """The target's gate-driven build goes through ``llmcore.zoo.cached``: ``zoo.lookup`` finds
+    the entry the fixtures loaded under the key of :func:`target_key_material` (so ``llmcore zoo
+    list`` shows it and ``zoo clear`` removes it), with its recorded gate metrics."""
+    from via_sd.tiny import TARGET_GATE, target_key_material, target_recipe
+
+    from llmcore import zoo
+
+    entry = zoo.lookup("via-sd-target", target_key_material(target_recipe()))
+    assert entry is not None and str(entry.path) == fx.info["target_path"]
+    assert entry.metrics["exact_match"] >= TARGET_GATE
+    assert entry.metrics["answer_eval_loss"] <= target_recipe().max_eval_loss
+    assert entry.path.name == f"via-sd-target-{entry.key[:16]}"
+    assert any(e["path"] == str(entry.path) for e in zoo.list_entries())

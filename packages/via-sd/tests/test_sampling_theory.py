@@ -1,5 +1,4 @@
-"""Speculative sampling is exact; the VIA step matches its analytic mixture; theory formulas
-(spec §6 E2)."""
+"""Speculative sampling is exact; the VIA step matches its analytic mixture; theory formulas."""
 
 from __future__ import annotations
 

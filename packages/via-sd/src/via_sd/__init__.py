@@ -6,10 +6,9 @@ Importing this package does not import torch; the public names load lazily.
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
+from llmcore.lazy import lazy_exports
 from llmcore.registry import MethodInfo
 
 try:
@@ -27,42 +26,35 @@ METHOD = MethodInfo(
 )
 
 _LAZY = {
-    "ViaSDConfig": "via_sd.config",
-    "SlimVerifier": "via_sd.slim",
-    "layer_mask_even": "via_sd.slim",
-    "layer_mask_random": "via_sd.slim",
-    "load_mask": "via_sd.slim",
-    "find_layers": "via_sd.slim",
-    "dimr_search": "via_sd.mask_search",
-    "kl_margin_cost": "via_sd.mask_search",
-    "MaskSearchResult": "via_sd.mask_search",
-    "autoregressive_generate": "via_sd.decoding",
-    "speculative_generate": "via_sd.decoding",
-    "via_sd_generate": "via_sd.decoding",
-    "hf_assisted_generate": "via_sd.baselines",
-    "GenerationResult": "via_sd.stats",
-    "DecodeStats": "via_sd.stats",
-    "ForwardCounter": "via_sd.stats",
-    "Drafter": "via_sd.drafters",
-    "ModelDrafter": "via_sd.drafters",
-    "PromptLookupDrafter": "via_sd.drafters",
-    "EarlyExitDrafter": "via_sd.drafters",
-    "run_bench": "via_sd.bench",
-    "theory": "via_sd.theory",
-    "ViaSDError": "via_sd.errors",
-    "ViaSDConfigError": "via_sd.errors",
-    "ViaSDInputError": "via_sd.errors",
-    "ViaSDTypeError": "via_sd.errors",
-    "UnsupportedModelError": "via_sd.errors",
-    "NonFiniteLogitsError": "via_sd.errors",
+    "ViaSDConfig": ".config",
+    "SlimVerifier": ".slim",
+    "layer_mask_even": ".slim",
+    "layer_mask_random": ".slim",
+    "load_mask": ".slim",
+    "find_layers": ".slim",
+    "dimr_search": ".mask_search",
+    "kl_margin_cost": ".mask_search",
+    "MaskSearchResult": ".mask_search",
+    "autoregressive_generate": ".decoding",
+    "speculative_generate": ".decoding",
+    "via_sd_generate": ".decoding",
+    "hf_assisted_generate": ".baselines",
+    "GenerationResult": ".stats",
+    "DecodeStats": ".stats",
+    "ForwardCounter": ".stats",
+    "Drafter": ".drafters",
+    "ModelDrafter": ".drafters",
+    "PromptLookupDrafter": ".drafters",
+    "EarlyExitDrafter": ".drafters",
+    "run_bench": ".bench",
+    "ViaSDError": ".errors",
+    "ViaSDConfigError": ".errors",
+    "ViaSDInputError": ".errors",
+    "ViaSDTypeError": ".errors",
+    "UnsupportedModelError": ".errors",
+    "NonFiniteLogitsError": ".errors",
 }
 
-__all__ = ["METHOD", "__version__", *_LAZY]
+__all__ = ["METHOD", "__version__", "theory", *_LAZY]
 
-
-def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'via_sd' has no attribute {name!r}")
-    module = importlib.import_module(mod)
-    return module if name == "theory" else getattr(module, name)
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, submodules=("theory",))

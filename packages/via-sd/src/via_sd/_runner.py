@@ -45,7 +45,7 @@ class CachedRunner:
 
     ``logits_from(seq, start)`` returns logits for positions ``start..len(seq)-1`` (row i
     predicts token ``start+i+1``), re-using the longest cached prefix of ``seq`` and cropping
-    the rest (the rollback of spec §2.3 step 6). Counts calls and tokens into ``stats``.
+    the rest (the rollback after every block). Counts calls and tokens into ``stats``.
     """
 
     def __init__(self, lm: Any, role: str, stats: DecodeStats, device: torch.device) -> None:

@@ -1,4 +1,4 @@
-"""Side-by-side benchmark (spec §6 E1, §7): AR, standard SD, HF assisted generation and VIA-SD
+"""Side-by-side benchmark: AR, standard SD, HF assisted generation and VIA-SD
 on the same prompts in one process, with forward counts, wall-clock medians, rejection rates,
 accuracy, ratios against AR and SD, measured per-forward latencies and the theory's
 prediction."""
@@ -90,13 +90,17 @@ def measure_latencies(
     repeats: int = 20,
 ) -> dict[str, float]:
     """Median per-forward latency (seconds) of q, p and q' at 1 and γ+1 query tokens on a
-    ``context``-token cache, and the ratios c = t_p/t_q and c_s = t_q'/t_q (at 1 token)."""
+    ``context``-token cache, and the ratios c = t_p/t_q and c_s = t_q'/t_q (at 1 token).
+
+    The six timings are taken round-robin (one of each per repeat, the first two repeats
+    discarded as warm-up), so a change of machine load during the measurement shifts all of
+    them alike instead of skewing the ratios."""
     dev = next(target.parameters()).device
-    out: dict[str, float] = {}
-    for name, lm in (("target", FullModel(target)), ("draft", FullModel(drafter)), ("slim", slim)):
-        for q in (1, gamma + 1):
-            times = []
-            for _ in range(repeats + 2):
+    lms = (("target", FullModel(target)), ("draft", FullModel(drafter)), ("slim", slim))
+    times: dict[str, list[float]] = {f"t_{n}_{q}": [] for n, _ in lms for q in (1, gamma + 1)}
+    for rep in range(repeats + 2):
+        for name, lm in lms:
+            for q in (1, gamma + 1):
                 cache = lm.new_cache()
                 lm.forward(torch.ones(1, context, dtype=torch.long, device=dev), cache)
                 x = torch.ones(1, q, dtype=torch.long, device=dev)
@@ -106,8 +110,9 @@ def measure_latencies(
                 lm.forward(x, cache)
                 if dev.type == "cuda":
                     torch.cuda.synchronize()
-                times.append(time.perf_counter() - t0)
-            out[f"t_{name}_{q}"] = statistics.median(times[2:])
+                if rep >= 2:
+                    times[f"t_{name}_{q}"].append(time.perf_counter() - t0)
+    out: dict[str, float] = {k: statistics.median(v) for k, v in times.items()}
     out["c"] = out["t_draft_1"] / out["t_target_1"]
     out["c_s"] = out["t_slim_1"] / out["t_target_1"]
     out["c_verify"] = out[f"t_target_{gamma + 1}"] / out["t_target_1"]
@@ -115,7 +120,7 @@ def measure_latencies(
 
 
 def _modelled(tot: dict[str, int], lat: dict[str, float], gamma: int) -> float:
-    """Counts × micro-benchmarked latencies (spec §7) for one method's totals."""
+    """Counts × micro-benchmarked latencies for one method's totals."""
     total = 0.0
     for role in ("target", "slim", "draft"):
         calls, toks = tot.get(f"{role}_forwards", 0), tot.get(f"{role}_tokens_processed", 0)

@@ -38,11 +38,12 @@ def _mask_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _config_flags(p: argparse.ArgumentParser) -> None:
-    from llmcore.config import add_dataclass_arguments
+    """``--config FILE`` plus one flag per :class:`~via_sd.config.ViaSDConfig` field (file
+    first, typed flags over it), and the paper's ``--alphas`` and HF's gamma alias."""
+    from llmcore.config import add_config_arguments
     from via_sd.config import ViaSDConfig
 
-    p.add_argument("--config", type=Path, default=None, help="YAML with ViaSDConfig fields")
-    add_dataclass_arguments(p, ViaSDConfig)
+    add_config_arguments(p, ViaSDConfig)
     p.add_argument("--alphas", default=None, help="paper's lenience levels a1,a2 (e.g. 0.5,0.3)")
     p.add_argument(
         "--num-assistant-tokens",
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt", help="one prompt")
     src.add_argument("--prompts", type=Path, help="prompts JSONL ({id, prompt, reference})")
     _common(g)
+    g.set_defaults(func=_cmd_generate)
 
     b = sub.add_parser("bench", help="AR vs SD vs HF assisted vs VIA-SD side by side")
     _models(b)
@@ -82,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", type=Path, required=True, help="results JSONL (resumable)")
     b.add_argument("--plot", type=Path, default=None, help="PNG plot (needs the plot extra)")
     _common(b)
+    b.set_defaults(func=_cmd_bench)
 
     s = sub.add_parser("search-mask", help="DIMR-style skip-mask search (KL-margin cost)")
     _models(s, drafter=False)
@@ -95,8 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", type=Path, required=True, help="mask JSON")
     _common(s)
+    s.set_defaults(func=_cmd_search_mask)
 
-    t = sub.add_parser("theory", help="expected speedups of SD and VIA-SD (spec §2.6)")
+    t = sub.add_parser("theory", help="expected speedups of SD and VIA-SD (block model)")
     t.add_argument("--alpha", type=float, required=True, help="SD acceptance rate")
     t.add_argument("--gamma", type=int, default=5)
     t.add_argument("--c", type=float, required=True, help="drafter/target cost ratio")
@@ -107,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="unused (no randomness); for symmetry")
     t.add_argument("--device", default="cpu", help="unused; for symmetry")
     t.add_argument("--json-out", type=Path, default=None)
+    t.set_defaults(func=_cmd_theory)
 
     m = sub.add_parser("make-tiny", help="build the CPU fixtures (target, drafter, prompts)")
     m.add_argument("--out", type=Path, required=True, help="directory to write")
@@ -120,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--device", default="cpu")
     m.add_argument("--json-out", type=Path, default=None)
+    m.set_defaults(func=_cmd_make_tiny)
     return ap
 
 
@@ -135,10 +141,10 @@ def _emit(obj: Any, path: Path | None) -> None:
 def _config(ns: argparse.Namespace):
     from dataclasses import replace
 
-    from llmcore.config import namespace_to_config
+    from llmcore.config import config_from_args
     from via_sd.config import ViaSDConfig
 
-    cfg = namespace_to_config(ViaSDConfig, ns)
+    cfg = config_from_args(ViaSDConfig, ns)
     if ns.alphas:
         try:
             a1, a2 = (float(x) for x in ns.alphas.split(","))
@@ -354,25 +360,12 @@ def _cmd_make_tiny(ns: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {
-    "generate": _cmd_generate,
-    "bench": _cmd_bench,
-    "search-mask": _cmd_search_mask,
-    "theory": _cmd_theory,
-    "make-tiny": _cmd_make_tiny,
-}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)
-    from llmcore.errors import LLMCoreError
-    from via_sd.errors import ViaSDError
+    """Run ``via-sd``: a via-sd or llmcore error prints ``via-sd: error: ...`` and returns 2
+    (``llmcore.cli.run_main``); anything else is a bug and raises."""
+    from llmcore.cli import run_main
 
-    try:
-        return COMMANDS[ns.cmd](ns)
-    except (ViaSDError, LLMCoreError) as e:
-        print(f"via-sd {ns.cmd}: error: {e}", file=sys.stderr)
-        return 2
+    return run_main("via-sd", build_parser, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

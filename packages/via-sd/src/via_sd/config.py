@@ -1,4 +1,4 @@
-"""Configuration of the decoders (spec §2.2–2.5, §5.1)."""
+"""Configuration of the decoders."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from via_sd.errors import ViaSDConfigError
 
-#: HF assisted-generation keyword names accepted as aliases (spec §4).
+#: HF assisted-generation keyword names accepted as aliases.
 ALIASES: dict[str, str] = {
     "num_assistant_tokens": "gamma",
     "num_speculative_tokens": "gamma",
@@ -20,7 +20,7 @@ ALIASES: dict[str, str] = {
 class ViaSDConfig:
     """Decoding configuration shared by AR, standard SD and VIA-SD.
 
-    The two VIA-SD gates (spec §2.2) compare r_j = q'(d_j)/max_v q'(v) with ``tau_accept``
+    The two VIA-SD gates compare r_j = q'(d_j)/max_v q'(v) with ``tau_accept``
     (tier A: keep the draft) and ``tau_escalate`` (below it: tier C, the full verifier q).
     The paper writes them as (1-alpha1)*max q' and (1-alpha2)*max q'; see :meth:`from_alphas`.
     """
@@ -53,7 +53,7 @@ class ViaSDConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise :class:`ViaSDConfigError` on any out-of-range value (spec §8)."""
+        """Raise :class:`ViaSDConfigError` on any out-of-range value."""
         if isinstance(self.gamma, bool) or not isinstance(self.gamma, int) or self.gamma < 1:
             raise ViaSDConfigError(f"gamma must be an integer >= 1, got {self.gamma!r}")
         if (
@@ -85,7 +85,7 @@ class ViaSDConfig:
     @classmethod
     def from_alphas(cls, alpha1: float, alpha2: float, **kw: Any) -> ViaSDConfig:
         """Map the paper's lenience levels to gates: tau_accept = 1 - min(a1, a2),
-        tau_escalate = 1 - max(a1, a2) (spec §2.2; alpha1=0.5, alpha2=0.3 give 0.7, 0.5)."""
+        tau_escalate = 1 - max(a1, a2) (alpha1=0.5, alpha2=0.3 give 0.7, 0.5)."""
         for name, a in (("alpha1", alpha1), ("alpha2", alpha2)):
             if not isinstance(a, int | float) or not 0.0 <= a < 1.0:
                 raise ViaSDConfigError(f"{name} must be in [0, 1), got {a!r}")

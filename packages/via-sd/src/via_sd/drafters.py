@@ -1,4 +1,4 @@
-"""The drafter interface (spec §5.1): anything that proposes k next tokens for a prefix.
+"""The drafter interface: anything that proposes k next tokens for a prefix.
 
 VIA-SD is drafter-agnostic; three built-ins cover a separate small model, prompt lookup
 (n-gram matching, no model) and LayerSkip-style early exit from the target itself.

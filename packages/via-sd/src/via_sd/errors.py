@@ -1,4 +1,6 @@
-"""The via-sd exception hierarchy: every error this package raises derives from ViaSDError.
+"""The via-sd exception hierarchy: every error this package raises derives from ViaSDError,
+which derives from :class:`llmcore.errors.LLMCoreError` (so one ``except LLMCoreError`` catches
+the errors of every package built on llmcore, and the CLI reports them as usage errors).
 
 Each class also derives from the builtin a caller would expect (``ValueError``, ``TypeError``,
 ``NotImplementedError``, ``FloatingPointError``), so ``except ValueError`` keeps working.
@@ -6,8 +8,10 @@ Each class also derives from the builtin a caller would expect (``ValueError``, 
 
 from __future__ import annotations
 
+from llmcore.errors import LLMCoreError
 
-class ViaSDError(Exception):
+
+class ViaSDError(LLMCoreError):
     """Base class of every via-sd error."""
 
 

@@ -24,6 +24,12 @@ def build_target() -> Any:
     return _build(progress=False)
 
 
+def build_mask() -> Any:
+    from via_sd.tiny import build_searched_mask
+
+    return build_searched_mask()
+
+
 def build_drafter() -> Any:
     from llmcore import zoo
     from via_sd.tiny import drafter_recipe
@@ -52,6 +58,14 @@ FIXTURES = [
         cold_seconds=733.0,
         entries=("via-sd-target",),
         description="8-layer Llama target q (answer-only loss, layer dropout), list language",
+    ),
+    Fixture(
+        name="via-sd-mask",
+        build="via_sd.fixtures:build_mask",
+        cold_seconds=14.0,
+        requires=("via-sd-target",),
+        entries=("via-sd-mask",),
+        description="DIMR-searched skip mask of the target (the claim tests' slim verifier)",
     ),
     Fixture(
         name="via-sd-drafter",

@@ -1,4 +1,4 @@
-"""lm-evaluation-harness model ``via-sd`` (spec §5.4; needs the ``lm-eval`` extra).
+"""lm-evaluation-harness model ``via-sd`` (needs the ``lm-eval`` extra).
 
 lm-eval has no plugin discovery for models, so the class registers when this module is
 imported. From the shell::
@@ -24,7 +24,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without the extra
     from llmcore.errors import MissingExtraError
 
-    raise MissingExtraError("the lm-eval model needs: pip install 'via-sd[lm-eval]'") from e
+    raise MissingExtraError("the via-sd lm-eval model", "lm-eval", package="via-sd") from e
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""DIMR-style search for the slim verifier's skip mask (spec §2.1, reconstructed).
+"""DIMR-style search for the slim verifier's skip mask (reconstructed).
 
 z* = argmin_z C(z), C(z) = Σ_t R^KL_{α,β}(q ‖ q'_z) over a calibration set, by seeded random
 search with a periodic local-flip step (swap one skipped layer with one kept one) around
@@ -37,7 +37,7 @@ def kl_margin_cost(
     phi: str = "relu",
     tau: float = 1.0,
 ) -> torch.Tensor:
-    """R^KL_{α,β}(q‖p) per position (spec §2.1):
+    """R^KL_{α,β}(q‖p) per position:
     Σ_v p(v) φ(log(1-α) + log p(v) - log q(v)) + Σ_v q(v) φ(log β + log p(v) - log q(v)).
 
     ``logits_p`` are the approximation's (q'), ``logits_q`` the target's, shape ``[..., V]``;
@@ -73,7 +73,7 @@ class MaskSearchResult:
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The mask-JSON format of spec §5.3."""
+        """The mask JSON that ``via-sd --mask`` and :func:`via_sd.slim.load_mask` read."""
         return {
             "num_layers": self.num_layers,
             "skip_layers": self.skip_layers,
@@ -124,7 +124,7 @@ def dimr_search(
     *,
     progress: bool = False,
 ) -> MaskSearchResult:
-    """Search the skip mask minimising C(z) (spec §2.1 "DIMR", reconstructed).
+    """Search the skip mask minimising C(z) ("DIMR", reconstructed).
 
     Steps are mask evaluations. Step 0 is the evenly spaced mask; every ``bo_period``-th step
     evaluates the unseen single swaps around the best mask (local flip); the others draw

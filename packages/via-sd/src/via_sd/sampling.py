@@ -1,5 +1,5 @@
 """Logits processing and the speculative-sampling step (Leviathan et al. 2023; Chen et al.
-2023; spec §2.4)."""
+2023)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def speculative_step(
 
 
 def route(r: float, tau_accept: float, tau_escalate: float) -> str:
-    """Tier of a draft with confidence ratio ``r`` (spec §2.2): 'a', 'b' or 'c'."""
+    """Tier of a draft with confidence ratio ``r``: 'a', 'b' or 'c'."""
     if r >= tau_accept:
         return "a"
     return "b" if r >= tau_escalate else "c"
@@ -83,7 +83,7 @@ def via_sample_step(
     tau_escalate: float,
     sampler: Sampler,
 ) -> tuple[int, bool, str]:
-    """One VIA-SD sampling-mode position (spec §2.4): tier A keeps ``token``; tier B runs the
+    """One VIA-SD sampling-mode position: tier A keeps ``token``; tier B runs the
     speculative-sampling test against q'; tier C against q (``q_full()`` is called only then).
     Returns ``(emitted token, kept draft, tier)``."""
     r = float(q_slim[token] / q_slim.max())

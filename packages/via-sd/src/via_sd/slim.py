@@ -1,4 +1,4 @@
-"""The slim verifier q' = Π_z(q): the target with some decoder layers skipped (spec §2.1).
+"""The slim verifier q' = Π_z(q): the target with some decoder layers skipped.
 
 Skipped layers are swapped for pass-through modules that return the residual stream
 unchanged, in the return type the original layers use (found with one probe call). The
@@ -42,7 +42,7 @@ def find_layers(model: nn.Module) -> nn.ModuleList:
 
 
 def check_decoder_only(model: nn.Module) -> None:
-    """Refuse encoder-decoder models and models without a croppable cache (spec §8)."""
+    """Refuse encoder-decoder models and models without a croppable cache."""
     cfg = getattr(model, "config", None)
     if cfg is not None and getattr(cfg, "is_encoder_decoder", False):
         raise UnsupportedModelError("decoder-only models only in v1 (got an encoder-decoder)")
@@ -78,7 +78,7 @@ def num_skipped(num_layers: int, skip_ratio: float, keep_first_last: bool = True
 
 
 def layer_mask_even(num_layers: int, skip_ratio: float, keep_first_last: bool = True) -> list[int]:
-    """Evenly spaced skipped layers (baseline mask of spec §2.1): floor(L*r) indices spread
+    """Evenly spaced skipped layers (the baseline mask): floor(L*r) indices spread
     over the candidate range 1..L-2 (0..L-1 without ``keep_first_last``)."""
     n = num_skipped(num_layers, skip_ratio, keep_first_last)
     lo, hi = (1, num_layers - 2) if keep_first_last else (0, num_layers - 1)
@@ -138,7 +138,7 @@ def model_logits(model: nn.Module, input_ids: torch.Tensor, past_key_values: Any
 
 
 class SlimVerifier:
-    """q' = q with the layers in ``skip_layers`` skipped (spec §2.1, "intra-model routing").
+    """q' = q with the layers in ``skip_layers`` skipped ("intra-model routing").
 
     ``skip_layers=None`` uses :func:`layer_mask_even` with ``skip_ratio``. ``attn_skip`` and
     ``mlp_skip`` additionally drop single attention/MLP sub-layers (Draft & Verify style).
@@ -289,7 +289,7 @@ class FullModel:
 
 
 def load_mask(path: Any, model: nn.Module) -> SlimVerifier:
-    """A :class:`SlimVerifier` from a mask JSON (spec §5.3); its ``num_layers`` must match."""
+    """A :class:`SlimVerifier` from a mask JSON (the format :meth:`MaskSearchResult.to_json` writes); its ``num_layers`` must match."""
     import json
     from pathlib import Path
 

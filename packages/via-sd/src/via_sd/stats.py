@@ -1,4 +1,4 @@
-"""Decode statistics and a forward-hook counter (spec §5.1, §7)."""
+"""Decode statistics and a forward-hook counter."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Expected speedups of standard SD and three-tier VIA-SD (spec §2.6).
+"""Expected speedups of standard SD and three-tier VIA-SD.
 
 All functions are pure Python (no torch), usable from ``via-sd theory``.
 """
@@ -42,7 +42,7 @@ def sd_expected_tokens(alpha: float, gamma: int) -> float:
 
 
 def sd_speedup(alpha: float, gamma: int, c: float) -> float:
-    """S_SD = (1 - α^(γ+1)) / ((1 - α)(γc + 1)): wall-clock speedup over AR (spec §2.6)."""
+    """S_SD = (1 - α^(γ+1)) / ((1 - α)(γc + 1)): wall-clock speedup over AR."""
     return sd_expected_tokens(alpha, gamma) / (_gamma(gamma) * _cost("c", c) + 1.0)
 
 
@@ -78,7 +78,7 @@ def via_block_model(
     c: float,
     c_s: float,
 ) -> ViaBlockModel:
-    """Spec §2.6: s = a + bκ_B + eκ_C, u = a + bκ_B, w = b(1-κ_B);
+    """Three-tier block model: s = a + bκ_B + eκ_C, u = a + bκ_B, w = b(1-κ_B);
     P_noq = w(1-u^γ)/(1-u) + u^γ; cost C = γc + c_s + (1 - P_noq); S_VIA = E[N]/C."""
     a, b, e = _prob("a", a), _prob("b", b), _prob("e", e)
     if abs(a + b + e - 1.0) > 1e-6:
@@ -133,7 +133,7 @@ def via_speedup(
     c: float,
     c_s: float,
 ) -> float:
-    """S_VIA = E[N] / (γc + c_s + 1 - P_noq) (spec §2.6); equals S_SD for a=b=0, e=1, c_s=0."""
+    """S_VIA = E[N] / (γc + c_s + 1 - P_noq); equals S_SD for a=b=0, e=1, c_s=0."""
     return via_block_model(a, b, e, kappa_b, kappa_c, gamma, c, c_s).speedup
 
 
@@ -157,7 +157,7 @@ def via_vs_sd_block_cost(p_no_target: float, gamma: int, c: float, c_s: float) -
 
 
 def modelled_latency(calls: int, tokens: int, t_one: float, t_many: float, many: int) -> float:
-    """Spec §7's modelled latency of one model: ``calls`` forwards that processed ``tokens``
+    """Modelled latency of one model: ``calls`` forwards that processed ``tokens``
     input tokens in all, each costing ``t_one`` for one token plus the measured marginal cost
     (t_many - t_one)/(many - 1) for every further token (linear between the two micro-
     benchmarks at 1 and ``many`` query tokens)."""

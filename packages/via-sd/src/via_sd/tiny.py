@@ -8,10 +8,13 @@ target disagree. The target q (8 layers) is trained with LayerSkip-style layer d
 training-free). The drafter p (2 layers) is trained briefly so it agrees with q only partly.
 
 Both are :class:`llmcore.zoo.Recipe` s with this package's own corpus. The drafter goes through
-``llmcore.zoo.build``; the target needs a custom loss (layer dropout, answer tokens only), which
-``zoo.build`` does not take, so :func:`build_target` trains it with
-``llmcore.zoo.train.train_lm(loss_fn=...)`` and caches it in the zoo cache the same way
-(hash-keyed directory, file lock, atomic rename).
+``llmcore.zoo.build``. The target's build is a gate-driven loop rather than one training run:
+train ``recipe.train`` with a layer-dropout, answer-only loss, then measure greedy exact match
+and train further :data:`EXTENSION` chunks (a new data order each) until the gate passes or
+:data:`MAX_EXTENSIONS` chunks ran. :func:`build_target` writes that loop as the ``make``
+callback of ``llmcore.zoo.cached``, keyed by :func:`target_key_material` (the recipe plus the
+loss, the gate and the extension policy), so the entry is locked, installed atomically, listed
+by ``llmcore zoo list`` and removed by ``llmcore zoo clear`` like every zoo entry.
 
 Target recipe calibration (2-core machine shared with 3-4 other training jobs, load 4-6, one
 torch thread; every time below is inflated by that load; "fields" = greedy exact match of the
@@ -36,9 +39,7 @@ R / S / M fields on the 64 held-out prompts):
 
 from __future__ import annotations
 
-import json
 import random
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -248,40 +249,6 @@ def _layer_dropout_loss(p: float, layers: tuple[int, ...], answer_only_after: in
     return loss_fn
 
 
-def _cached(name: str, material: dict[str, Any], make, progress: bool):
-    """Zoo-cache semantics for a custom build: ``make(tmp_dir) -> metrics`` runs once per key."""
-    import shutil
-
-    from llmcore.zoo import ZooEntry
-    from llmcore.zoo.cache import build_lock, entry_dir, install, library_versions, recipe_key
-
-    key = recipe_key(material)
-    final = entry_dir(name, key)
-    with build_lock(final):
-        if (final / "zoo.json").exists():
-            meta = json.loads((final / "zoo.json").read_text())
-            return ZooEntry(name, final, key, meta["metrics"], meta["build_seconds"], True)
-        t0 = time.perf_counter()
-        tmp = Path(tempfile.mkdtemp(dir=final.parent))
-        try:
-            metrics = make(tmp)
-            seconds = time.perf_counter() - t0
-            meta = {
-                "name": name,
-                "key": key,
-                "recipe": material,
-                "versions": library_versions(),
-                "metrics": metrics,
-                "build_seconds": seconds,
-            }
-            (tmp / "zoo.json").write_text(json.dumps(meta, indent=2))
-            install(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    return ZooEntry(name, final, key, metrics, seconds, False)
-
-
 def target_key_material(recipe: Recipe) -> dict[str, Any]:
     """Everything that determines the target's weights (hashed into its zoo cache key)."""
     from dataclasses import asdict
@@ -336,7 +303,7 @@ def build_target(recipe: Recipe | None = None, *, progress: bool = True):
     import torch
 
     from llmcore.errors import QualityGateError
-    from llmcore.zoo import train_bpe_tokenizer, weights_digest
+    from llmcore.zoo import cached, train_bpe_tokenizer, weights_digest
     from llmcore.zoo.train import build_model, train_lm
 
     recipe = recipe or target_recipe()
@@ -405,7 +372,13 @@ def build_target(recipe: Recipe | None = None, *, progress: bool = True):
         metrics["weights_sha256"] = weights_digest(model)
         return metrics
 
-    return _cached(recipe.name, target_key_material(recipe), make, progress)
+    return cached(
+        recipe.name,
+        target_key_material(recipe),
+        make,
+        progress=progress,
+        description=recipe.description,
+    )
 
 
 def token_agreement(target, drafter, tokenizer, prompts: list[dict[str, Any]]) -> float:
@@ -425,6 +398,78 @@ def token_agreement(target, drafter, tokenizer, prompts: list[dict[str, Any]]) -
             agree += int((a == b).sum())
             total += a.numel()
     return agree / total
+
+
+#: The skip-mask search of the claim tests: :func:`via_sd.mask_search.dimr_search` with its
+#: defaults (skip ratio 0.45, at most 50 mask evaluations, local flips every 10, patience 5,
+#: seed 0) on the 16 :func:`calib_texts` lines. On the current target it stops after 20
+#: evaluations at skip set [3, 5, 6], cost 38.7 against 70.2 for the evenly spaced [2, 4, 6].
+MASK_SEARCH: dict[str, Any] = {
+    "skip_ratio": 0.45,
+    "max_steps": 50,
+    "bo_period": 10,
+    "patience": 5,
+    "seed": 0,
+    "calib": {"n": 16, "seed": 777},
+}
+
+
+def mask_search_material(target_key: str) -> dict[str, Any]:
+    """Key material of the cached mask search: the target's zoo key, :data:`MASK_SEARCH` and a
+    digest of the search and slim-verifier code (editing either reruns the search)."""
+    from llmcore.zoo import code_digest
+
+    return {
+        "target_key": target_key,
+        "search": MASK_SEARCH,
+        "code": code_digest("via_sd.mask_search", "via_sd.slim"),
+    }
+
+
+def build_searched_mask(
+    target_entry: Any | None = None,
+    *,
+    target: Any = None,
+    tokenizer: Any = None,
+    progress: bool = False,
+) -> Any:
+    """Run (once per target key and search code, then load) the claim tests' DIMR mask search
+    on the target fixture; returns the ``ZooEntry`` ``via-sd-mask`` holding ``mask.json`` (the
+    format ``via-sd --mask`` reads) with ``skip_layers``, ``cost`` and ``baseline_cost_even``
+    in its metrics. ``target``/``tokenizer`` skip reloading an already loaded target."""
+    from llmcore.zoo import cached
+
+    te = target_entry or build_target(progress=progress)
+
+    def make(tmp: Path) -> dict[str, Any]:
+        import torch
+
+        from llmcore.data import atomic_write_json
+        from via_sd.bench import encode_prompt
+        from via_sd.mask_search import dimr_search
+
+        model, tok = (target, tokenizer) if target is not None else te.load()
+        calib = [
+            torch.tensor(encode_prompt(tok, t))
+            for t in calib_texts(MASK_SEARCH["calib"]["n"], MASK_SEARCH["calib"]["seed"])
+        ]
+        knobs = {k: v for k, v in MASK_SEARCH.items() if k != "calib"}
+        res = dimr_search(model, calib, **knobs)
+        atomic_write_json(tmp / "mask.json", res.to_json())
+        return {
+            "skip_layers": res.skip_layers,
+            "cost": res.cost,
+            "baseline_cost_even": res.baseline_cost_even,
+            "evaluations": len(res.history),
+        }
+
+    return cached(
+        "via-sd-mask",
+        mask_search_material(te.key),
+        make,
+        progress=progress,
+        description="DIMR skip mask of the via-sd target (claim tests)",
+    )
 
 
 def build_fixtures(*, progress: bool = True, drafter_steps: int = DRAFTER_STEPS) -> TinyModels:
@@ -458,6 +503,7 @@ def build_fixtures(*, progress: bool = True, drafter_steps: int = DRAFTER_STEPS)
         )
     info = {
         "target_path": str(te.path),
+        "target_key": te.key,
         "drafter_path": str(de.path),
         "target_from_cache": te.from_cache,
         "drafter_from_cache": de.from_cache,
