@@ -1,13 +1,15 @@
-"""The paper's claim on the fictitious-author world, pooled over 3 seeds (3 forget pairs).
+"""The paper's claims on the fictitious-author world, pooled over 3 seeds (3 forget pairs): the
+greedy-stopped GradDiff baseline leaks under sampling and RULE cuts that leak (below), and a
+greedy-stopped NPO baseline leaks more at T = top-p = 1 than at 0.2 (at the end of the file).
 
-Recipe (issue 5, calibrated in this package): GradDiff, forget authors whose attribute values no
+Recipe (calibrated in this package): GradDiff, forget authors whose attribute values no
 retain author shares, pre-training until every forget fact is answered greedily, a greedy-forget
 stop checked after every step. The learning rate is 3e-5 rather than 1e-5: at 1e-5 the same
 stop needs ~3x the steps (over 10 minutes per seed on the 2 shared CPU cores), beyond the test
 budget; the direction is the same.
 
-Asserted (issue 5 thresholds, unchanged): after the stop (greedy forget accuracy <= 10 % on every
-seed), leak@16 >= 0.15, >= 1.5 x the greedy leak and above chance@16 (the same statistic for a
+Asserted (thresholds fixed before calibration, never moved): after the stop (greedy forget
+accuracy <= 10 % on every seed), leak@16 >= 0.15, >= 1.5 x the greedy leak and above chance@16 (the same statistic for a
 random wrong value of the same attribute on the same samples); RULE gives leak@16 <= 0.5 x the
 baseline's, with greedy retain accuracy within 0.15 of the baseline's on every seed.
 
@@ -58,6 +60,7 @@ import itertools
 import json
 
 import pytest
+from unlearn_leakk import fixtures
 from unlearn_leakk.experiment import WorldConfig, paired_claim, pooled_leak, run_world
 
 pytestmark = [pytest.mark.claim, pytest.mark.slow]
@@ -127,3 +130,65 @@ def test_compute_matched_control_report(world_entry):
     for x in res:
         print(_summary(x))
     assert r["rule"] <= 0.5 * r["baseline"]
+
+
+# --- NPO: sampling leaks what greedy-like decoding hides ---------------------------------
+
+#: NPO learning rate of the claim (a registered fixture): at the GradDiff rate (3e-5) NPO
+#: never reaches the greedy stop within 400 steps (its forget gradient shrinks as the forget
+#: likelihood drops).
+NPO_LR = fixtures.NPO_LR
+
+
+def _npo_leak16(model, tok, forget, seed, t, p):
+    from unlearn_leakk.config import DecodingConfig
+    from unlearn_leakk.estimator import leak_at_k
+    from unlearn_leakk.evaluate import per_item_counts
+    from unlearn_leakk.judges import ExactPhraseJudge
+    from unlearn_leakk.sampling import sample_responses
+
+    dec = DecodingConfig(t, p, n=128, max_new_tokens=16, seed=1000 + seed, batch_size=128)
+    outs = sample_responses(model, tok, forget, dec, chat_template=False)
+    counts = per_item_counts(outs, forget, ExactPhraseJudge())
+    return [leak_at_k(128, c, 16) for c in counts]
+
+
+@pytest.fixture(scope="module")
+def npo_results(world_entry):
+    from unlearn_leakk.experiment import baseline_checkpoint
+
+    out = []
+    for s in SEEDS:
+        model, tok, world, info = baseline_checkpoint(WorldConfig(seed=s, method="NPO", lr=NPO_LR))
+        forget = world.qa_items(world.forget_authors(s % 3))
+        r = {"seed": s, **info}
+        r["low"] = _npo_leak16(model, tok, forget, s, 0.2, 0.2)
+        r["high"] = _npo_leak16(model, tok, forget, s, 1.0, 1.0)
+        print(
+            f"NPO seed {s}: steps {r['base_steps']} stopped {r['base_stopped']} leak@16 "
+            f"(0.2, 0.2) {_mean(r['low']):.4f} (1, 1) {_mean(r['high']):.4f}"
+        )
+        out.append(r)
+    return out
+
+
+def test_npo_leaks_more_at_high_temperature(npo_results):
+    """NPO stopped when greedy says "forgotten" (greedy forget accuracy <= 10 %, lr 3e-4,
+    gamma = alpha = 1, beta = 0.5, NLL retain loss) leaks more under full-temperature sampling
+    than under near-greedy sampling: pooled leak@16 at T = top-p = 1 >= at T = top-p = 0.2
+    (exact phrase, n = 128 per query, 30 forget queries of seeds 0-2).
+
+    Calibration (one build, one thread; the greedy stop fired after 121 / 172 / 113 steps):
+    leak@16 at (0.2, 0.2) = 0.100 on every seed (top-p 0.2 keeps only the top token, so it is
+    the greedy leak: the one fact greedy decoding still answers); at (1, 1) 0.521 / 0.133 /
+    0.268, pooled 0.308 vs 0.100: paired difference +0.208 (standard error over queries 0.067),
+    about 6 query steps (1/30) above the threshold. Seed 1 is the weak one: its (1, 1) leak@16
+    0.133 equals the chance level there (0.134, a random wrong value of the same attribute on
+    the same samples), so the pooled statistic, not each seed, carries the claim.
+    """
+    for r in npo_results:
+        assert r["base_stopped"], f"seed {r['seed']}: the greedy stop never fired"
+    low = _mean([x for r in npo_results for x in r["low"]])
+    high = _mean([x for r in npo_results for x in r["high"]])
+    print(f"NPO pooled leak@16: (0.2, 0.2) {low:.4f} (1, 1) {high:.4f}")
+    assert high >= low

@@ -1,4 +1,4 @@
-"""CLI: --help without torch, leak/judge on files, clear errors (spec 5, 8)."""
+"""CLI: --help without torch, leak/judge on files, clear errors."""
 
 from __future__ import annotations
 
@@ -63,6 +63,55 @@ def test_cli_errors_are_clear(tmp_path, capsys):
     assert main(["leak", "--in", str(tmp_path / "none.json")]) == 2
     assert main(["judge", "--in", str(p), "--judges", "bleu"]) == 2
     assert "unknown judge 'bleu'" in capsys.readouterr().err
+
+
+def test_config_file_and_flags(tmp_path, capsys):
+    """UnlearnConfig/RULEConfig fields as flags: --config first, typed flags over it."""
+    from unlearn_leakk.cli import _rule_cfg, _unlearn_cfg, build_parser
+
+    cfg_file = tmp_path / "u.yaml"
+    cfg_file.write_text("method: NPO\nlr: 1.0e-4\nmax_steps: 7\n")
+    common = ["--model", "m", "--forget", "world", "--out", str(tmp_path / "o")]
+    args = build_parser().parse_args(
+        ["unlearn", *common, "--config", str(cfg_file), "--lr", "2e-4"]
+    )
+    cfg = _unlearn_cfg(args)
+    assert (cfg.method, cfg.lr, cfg.max_steps, cfg.beta) == ("NPO", 2e-4, 7, 0.5)
+    args = build_parser().parse_args(
+        [
+            "rule",
+            *common,
+            "--base-method",
+            "SimNPO",
+            "--lr",
+            "3e-5",
+            "--rounds",
+            "2",
+            "--n-mine",
+            "8",
+            "--greedy-stop",
+            "0.2",
+            "--mine-max-new-tokens",
+            "12",
+        ]
+    )
+    rcfg = _rule_cfg(args)
+    assert (rcfg.rounds, rcfg.n_mine, rcfg.mine_decoding.n, rcfg.mine_decoding.max_new_tokens) == (
+        2,
+        8,
+        8,
+        12,
+    )
+    # beta resolves for the base method typed on the command line (SimNPO: 4.5)
+    assert (rcfg.base.method, rcfg.base.lr, rcfg.base.beta) == ("SimNPO", 3e-5, 4.5)
+    assert rcfg.base.early_stop.max_forget_acc == 0.2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lrr: 1\n")
+    assert main(["unlearn", *common, "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("unlearn-leakk: error:") and "'lrr' -> 'lr'" in err
+    assert main(["unlearn", *common, "--method", "Foo"]) == 2
+    assert "unknown unlearning method 'Foo'" in capsys.readouterr().err
 
 
 def test_registered_method():

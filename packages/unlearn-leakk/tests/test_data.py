@@ -1,4 +1,4 @@
-"""Loaders from local files and item validation (spec 5, spec 8)."""
+"""Loaders from local files and item validation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Estimator properties (spec 2.3, issue 5 'Must show')."""
+"""Estimator properties: brute-force enumeration, exact binomials, monotonicity, bad k."""
 
 from __future__ import annotations
 

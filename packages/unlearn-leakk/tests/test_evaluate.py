@@ -1,4 +1,4 @@
-"""evaluate_leak end to end on the world model: official layout, resume, CSV (spec 3, 5)."""
+"""evaluate_leak end to end on the world model: official layout, resume, CSV."""
 
 from __future__ import annotations
 

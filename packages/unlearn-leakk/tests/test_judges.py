@@ -1,4 +1,4 @@
-"""Judges (spec 2.2), including the NLI gate with a stand-in pipeline callable."""
+"""Judges, including the NLI gate with a stand-in pipeline callable."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RULE (reconstructed) mechanics: mining, augmentation, weights, history (spec 2.7)."""
+"""RULE (reconstructed) mechanics: mining, augmentation, weights, history."""
 
 from __future__ import annotations
 

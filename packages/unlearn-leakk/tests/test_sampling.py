@@ -1,4 +1,4 @@
-"""Sampling determinism and prompts (spec 6 determinism, spec 8)."""
+"""Sampling determinism and prompts (same seed, same samples; bad input)."""
 
 from __future__ import annotations
 

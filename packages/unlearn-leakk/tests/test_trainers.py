@@ -1,4 +1,4 @@
-"""Unlearning losses and trainers (spec 2.6, spec 6 invariants, spec 8 bad input)."""
+"""Unlearning losses and trainers: invariants and bad input."""
 
 from __future__ import annotations
 
@@ -84,3 +84,39 @@ def test_bad_unlearn_inputs(world_model, world):
         unlearn(model, tok, forget, world.qa_items([9]), UnlearnConfig("RMU", rmu_layer=7))
     with pytest.raises(LeakConfigError, match="forget_weights has 2 entries"):
         unlearn(model, tok, forget, None, UnlearnConfig("GradAscent"), forget_weights=[1, 2])
+
+
+def test_lora_needs_the_peft_extra(world_model, world, monkeypatch):
+    """Without peft installed, LoRA unlearning names the extra to install."""
+    from llmcore.errors import MissingExtraError
+
+    model, tok = world_model
+    monkeypatch.setitem(__import__("sys").modules, "peft", None)  # import peft -> ImportError
+    cfg = UnlearnConfig("GradAscent", max_steps=1, peft_config={"r": 2})
+    with pytest.raises(MissingExtraError, match=r"pip install 'unlearn-leakk\[peft\]'"):
+        unlearn(model, tok, world.qa_items([0]), None, cfg)
+
+
+def test_lora_unlearning_trains_only_adapters(world_model, world):
+    pytest.importorskip("peft")
+    model, tok = world_model
+    base = {n: p.detach().clone() for n, p in model.named_parameters()}
+    cfg = UnlearnConfig(
+        "GradAscent",
+        lr=1e-2,
+        max_steps=2,
+        batch_size=5,
+        grad_accum=1,
+        warmup_epochs=0.0,
+        peft_config={"r": 2, "lora_alpha": 4, "target_modules": ["q_proj", "v_proj"]},
+    )
+    res = UnlearnResult()
+    out = unlearn(model, tok, world.qa_items([0]), None, cfg, result=res)
+    assert res.steps == 2
+    names = [n for n, p in out.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    lora_b = [p for n, p in out.named_parameters() if "lora_B" in n]
+    assert any(p.abs().sum() > 0 for p in lora_b)  # B starts at zero: the adapters trained
+    merged = out.merge_and_unload()
+    changed = [n for n, p in merged.named_parameters() if not torch.equal(p, base[n])]
+    assert changed and all(("q_proj" in n or "v_proj" in n) for n in changed)

@@ -1,4 +1,4 @@
-"""The synthetic fictitious-author world (spec 6; issue 5: unique forget values)."""
+"""The synthetic fictitious-author world (forget values unique to the forget authors)."""
 
 from __future__ import annotations
 

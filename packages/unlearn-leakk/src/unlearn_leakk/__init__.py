@@ -1,10 +1,14 @@
-"""unlearn-leakk: leak@k meta-evaluation of LLM unlearning (Reisizadeh et al., arXiv 2511.04934)."""
+"""unlearn-leakk: leak@k meta-evaluation of LLM unlearning (Reisizadeh et al., arXiv 2511.04934).
+
+Public names are exported lazily: ``import unlearn_leakk`` imports neither torch nor the
+submodules; ``unlearn_leakk.unlearn`` imports ``unlearn_leakk.trainers`` on first use.
+"""
 
 from __future__ import annotations
 
 from importlib import metadata
-from typing import Any
 
+from llmcore.lazy import lazy_exports
 from llmcore.registry import MethodInfo
 
 try:
@@ -21,6 +25,11 @@ METHOD = MethodInfo(
 )
 
 _LAZY = {
+    "LeakKError": "errors",
+    "LeakConfigError": "errors",
+    "LeakDataError": "errors",
+    "JudgeUnavailableError": "errors",
+    "UnlearnError": "errors",
     "DecodingConfig": "config",
     "UnlearnConfig": "config",
     "RULEConfig": "config",
@@ -61,10 +70,4 @@ _LAZY = {
 
 __all__ = ["METHOD", "__version__", *_LAZY]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"unlearn_leakk.{_LAZY[name]}"), name)
-    raise AttributeError(f"module 'unlearn_leakk' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {name: f".{mod}" for name, mod in _LAZY.items()})

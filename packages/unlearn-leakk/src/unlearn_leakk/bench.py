@@ -1,6 +1,6 @@
 """``unlearn-leakk bench``: sampling throughput (batched ``num_return_sequences`` vs a
 per-sample loop), and leak@k curves of unlearning methods, RULE and the compute-matched control
-on the fictitious-author world at the spec's decoding settings (spec 6 exp. 3, spec 7)."""
+on the fictitious-author world at four decoding settings."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-#: Decoding settings of spec 6 experiment 3.
+#: Decoding settings of the NPO / method leak curves.
 BENCH_PAIRS: tuple[tuple[float, float], ...] = ((0.0, 0.0), (0.2, 0.2), (0.8, 1.0), (1.0, 1.0))
 
 

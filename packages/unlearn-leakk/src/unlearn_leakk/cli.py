@@ -9,8 +9,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from unlearn_leakk.errors import LeakKError
-
 K_TEXT = "1,2,4,8,16,32,64,128"
 PAIRS_TEXT = "0:0,0.2:0.2,0.2:0.8,0.2:1,0.8:0.2,0.8:0.8,0.8:1,1:0.2,1:0.8,1:1"
 
@@ -49,28 +47,59 @@ def _add_data(p: argparse.ArgumentParser, *, default: str | None = "tofu") -> No
     p.add_argument("--limit", type=int, default=None, help="first N items only")
 
 
-def _add_decoding(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--temperature", type=float, default=1.0)
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--n", type=int, default=200)
-    p.add_argument("--max-new-tokens", type=int, default=200)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--seed", type=int, default=42)
+def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     p.add_argument("--no-chat-template", action="store_true", help="raw prompts (base models)")
     p.add_argument("--label", default=None, help="model label (default: model basename)")
 
 
+def _add_unlearn_fields(p: argparse.ArgumentParser, *, with_config: bool) -> None:
+    """UnlearnConfig flags (``--config`` only for ``unlearn``) plus the ``--greedy-stop``
+    shortcut."""
+    from llmcore.config import add_config_arguments, add_dataclass_arguments
+    from unlearn_leakk.config import UnlearnConfig
+
+    if with_config:
+        add_config_arguments(p, UnlearnConfig)
+    else:
+        g = p.add_argument_group("UnlearnConfig fields", "the base unlearning method")
+        add_dataclass_arguments(g, UnlearnConfig, negative_flags=True)
+        g.add_argument(
+            "--base-method", dest="method", default=argparse.SUPPRESS, help="same as --method"
+        )
+    p.add_argument(
+        "--greedy-stop",
+        type=float,
+        default=None,
+        help="stop when greedy forget accuracy <= this (checked every step; sets --early-stop)",
+    )
+
+
+def _add_unlearn_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--forget", required=True, help="jsonl:PATH, tofu (uses --split), or world")
+    p.add_argument("--retain", default=None, help="jsonl:PATH, tofu:retain90, or world")
+    p.add_argument("--split", default="forget10")
+    p.add_argument("--question-key", default="question")
+    p.add_argument("--no-chat-template", action="store_true")
+    p.add_argument("--out", required=True)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``unlearn-leakk`` parser. Config dataclasses (DecodingConfig, UnlearnConfig,
+    RULEConfig) become flags with ``--config FILE`` applied first and typed flags over it."""
+    from llmcore.config import add_config_arguments
+    from unlearn_leakk.config import DecodingConfig, RULEConfig
+
     ap = argparse.ArgumentParser(prog="unlearn-leakk", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     g = sub.add_parser("sample", aliases=["generate"], help="sample n responses per forget query")
     _add_model(g)
     _add_data(g)
-    _add_decoding(g)
+    _add_common(g)
     g.add_argument("--out", required=True, help="output root (official directory layout)")
+    add_config_arguments(g, DecodingConfig)
+    g.set_defaults(func=cmd_sample)
 
     j = sub.add_parser("judge", help="add judge fields to a generations file")
     j.add_argument("--in", dest="inp", required=True)
@@ -80,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--llm-model", default="gpt-4o-mini")
     j.add_argument("--llm-base-url", default=None)
     j.add_argument("--out", default=None, help="default: <in>_evaluated.json")
+    j.set_defaults(func=cmd_judge)
 
     lk = sub.add_parser("leak", help="leak@k curve (table + CSV) from a judged file")
     lk.add_argument("--in", dest="inp", required=True)
@@ -88,60 +118,38 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--threshold", type=float, default=None, help="binarise a continuous judge")
     lk.add_argument("--label", default="model")
     lk.add_argument("--out", default=None, help="CSV path")
+    lk.set_defaults(func=cmd_leak)
 
     sw = sub.add_parser("sweep", help="sample + judge + leak for each (T, top-p) pair")
     _add_model(sw)
     _add_data(sw)
-    _add_decoding(sw)
+    _add_common(sw)
     sw.add_argument("--pairs", type=_pairs, default=_pairs(PAIRS_TEXT))
     sw.add_argument("--judges", default="exact,rouge")
     sw.add_argument("--ks", type=_ints, default=_ints(K_TEXT))
     sw.add_argument("--out", required=True)
+    add_config_arguments(sw, DecodingConfig)
+    sw.set_defaults(func=cmd_sweep)
 
     u = sub.add_parser("unlearn", help="unlearn a forget set (GradAscent/GradDiff/NPO/...)")
     _add_model(u)
-    u.add_argument("--method", default="GradDiff")
-    u.add_argument("--forget", required=True, help="jsonl:PATH, tofu (uses --split), or world")
-    u.add_argument("--retain", default=None, help="jsonl:PATH, tofu:retain90, or world")
-    u.add_argument("--split", default="forget10")
-    u.add_argument("--question-key", default="question")
-    u.add_argument("--no-chat-template", action="store_true")
-    for name, typ, dflt in (
-        ("lr", float, 1e-5),
-        ("epochs", float, 10.0),
-        ("batch-size", int, 4),
-        ("grad-accum", int, 4),
-        ("gamma", float, 1.0),
-        ("alpha", float, 1.0),
-        ("beta", float, None),
-        ("delta", float, 0.0),
-        ("steering-coeff", float, 2.0),
-        ("rmu-layer", int, 7),
-        ("max-steps", int, None),
-        ("seed", int, 0),
-    ):
-        u.add_argument(f"--{name}", type=typ, default=dflt)
-    u.add_argument("--retain-loss-type", default="NLL", choices=["NLL", "KL"])
-    u.add_argument(
-        "--greedy-stop",
-        type=float,
-        default=None,
-        help="stop when greedy forget accuracy <= this (checked every step)",
-    )
-    u.add_argument("--out", required=True)
+    _add_unlearn_data(u)
+    _add_unlearn_fields(u, with_config=True)
+    u.set_defaults(func=cmd_unlearn)
 
-    r = sub.add_parser("rule", help="RULE (reconstructed) on top of a base method")
-    for a in u._actions:
-        if a.dest not in ("help", "method"):
-            r._add_action(a)
-    r.add_argument("--base-method", default="GradDiff")
+    r = sub.add_parser(
+        "rule",
+        help="RULE (reconstructed) on top of a base method",
+        description="--config takes RULEConfig fields (the base method as the mapping 'base'); "
+        "the UnlearnConfig flags override the base method's fields.",
+    )
+    _add_model(r)
+    _add_unlearn_data(r)
     r.add_argument("--init-unlearned", default=None, help="already unlearned checkpoint")
-    r.add_argument("--rounds", type=int, default=3)
-    r.add_argument("--n-mine", type=int, default=32)
-    r.add_argument("--mine-max-new-tokens", type=int, default=200)
-    r.add_argument("--epochs-per-round", type=float, default=2.0)
-    r.add_argument("--weighting", default="uniform", choices=["uniform", "leakk"])
-    r.add_argument("--judge", dest="mine_judge", default="exact", choices=["exact", "rouge", "es"])
+    r.add_argument("--mine-max-new-tokens", type=int, default=None, help="tokens per mined sample")
+    add_config_arguments(r, RULEConfig)
+    _add_unlearn_fields(r, with_config=False)
+    r.set_defaults(func=cmd_rule)
 
     b = sub.add_parser("bench", help="throughput + leak@k curves of methods on the tiny world")
     b.add_argument("--out", default="bench-out")
@@ -149,10 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--n", type=int, default=32)
     b.add_argument("--throughput-n", type=int, default=32)
     b.add_argument("--quick", action="store_true", help="fewer methods/settings")
+    b.set_defaults(func=cmd_bench)
 
     d = sub.add_parser("demo-tiny", help="the synthetic world end to end (one seed)")
     d.add_argument("--out", default=None, help="write the result JSON here")
     d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(func=cmd_demo)
     return ap
 
 
@@ -177,20 +187,26 @@ def _items(args: argparse.Namespace):
     return items[: args.limit] if args.limit else items
 
 
-def _decoding(args: argparse.Namespace, t: float | None = None, p: float | None = None):
+def _decoding(args: argparse.Namespace, *, greedy_n1: bool = True):
+    """DecodingConfig from ``--config`` and the typed flags; greedy (T = 0) uses n = 1."""
+    import dataclasses
+    import warnings
+
+    from llmcore.config import config_from_args
     from unlearn_leakk.config import DecodingConfig
 
-    t = args.temperature if t is None else t
-    p = args.top_p if p is None else p
-    n = 1 if t == 0 else args.n
-    return DecodingConfig(
-        t,
-        p if t > 0 else 1.0,
-        top_k=args.top_k,
-        n=n,
-        max_new_tokens=args.max_new_tokens,
-        seed=args.seed,
-        batch_size=args.batch_size,
+    with warnings.catch_warnings():  # T = 0 with the default n: replaced by n = 1 below
+        warnings.simplefilter("ignore")
+        dec = config_from_args(DecodingConfig, args)
+    return dataclasses.replace(dec, n=1) if dec.is_greedy and greedy_n1 else dec
+
+
+def _at(dec, t: float, p: float):
+    """``dec`` at (T, top-p) ``(t, p)``; the greedy pair uses n = 1 and top-p 1."""
+    import dataclasses
+
+    return dataclasses.replace(
+        dec, temperature=t, top_p=p if t > 0 else 1.0, n=1 if t == 0 else dec.n
     )
 
 
@@ -285,7 +301,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from unlearn_leakk.evaluate import evaluate_leak
 
     items = _items(args)
-    decs = [_decoding(args, t, p) for t, p in args.pairs]
+    base = _decoding(args, greedy_n1=False)  # n of the sampled pairs
+    decs = [_at(base, t, p) for t, p in args.pairs]
     ks = args.ks
     backend: object = args.backend
     if args.backend == "hf":
@@ -324,26 +341,56 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _unlearn_cfg(args: argparse.Namespace, method: str):
-    from unlearn_leakk.config import GreedyForgetStop, UnlearnConfig
+def _with_greedy_stop(cfg, args: argparse.Namespace):
+    import dataclasses
 
-    return UnlearnConfig(
-        method,
-        lr=args.lr,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        grad_accum=args.grad_accum,
-        gamma=args.gamma,
-        alpha=args.alpha,
-        beta=args.beta,
-        delta=args.delta,
-        retain_loss_type=args.retain_loss_type,
-        steering_coeff=args.steering_coeff,
-        rmu_layer=args.rmu_layer,
-        max_steps=args.max_steps,
-        seed=args.seed,
-        early_stop=GreedyForgetStop(args.greedy_stop) if args.greedy_stop is not None else None,
+    from unlearn_leakk.config import GreedyForgetStop
+
+    if args.greedy_stop is None:
+        return cfg
+    return dataclasses.replace(cfg, early_stop=GreedyForgetStop(args.greedy_stop))
+
+
+def _unlearn_cfg(args: argparse.Namespace):
+    from llmcore.config import config_from_args
+    from unlearn_leakk.config import UnlearnConfig
+
+    return _with_greedy_stop(config_from_args(UnlearnConfig, args), args)
+
+
+def _rule_cfg(args: argparse.Namespace):
+    """RULEConfig from ``--config``/flags; typed UnlearnConfig flags override its ``base``."""
+    import dataclasses
+
+    from llmcore.config import (
+        config_from_args,
+        config_from_dict,
+        config_to_dict,
+        load_config_file,
     )
+    from unlearn_leakk.config import RULEConfig, UnlearnConfig
+
+    cfg = config_from_args(RULEConfig, args)
+    typed = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(UnlearnConfig)
+        if hasattr(args, f.name)
+    }
+    if typed:
+        merged = config_to_dict(cfg.base) | typed
+        if "method" in typed and "beta" not in typed:
+            # beta=None resolves per method (NPO 0.5, SimNPO 4.5) unless the file set it
+            file_base = load_config_file(args.config).get("base", {}) if args.config else {}
+            merged["beta"] = file_base.get("beta") if isinstance(file_base, dict) else None
+        cfg = dataclasses.replace(
+            cfg, base=config_from_dict(UnlearnConfig, merged, source="command-line flags")
+        )
+    cfg = dataclasses.replace(cfg, base=_with_greedy_stop(cfg.base, args))
+    if args.mine_max_new_tokens is not None:
+        assert cfg.mine_decoding is not None
+        dec = dataclasses.replace(cfg.mine_decoding, max_new_tokens=args.mine_max_new_tokens)
+        cfg = dataclasses.replace(cfg, mine_decoding=dec)
+    return cfg
 
 
 def _forget_retain(args: argparse.Namespace):
@@ -365,7 +412,7 @@ def _forget_retain(args: argparse.Namespace):
 def cmd_unlearn(args: argparse.Namespace) -> int:
     from unlearn_leakk.trainers import UnlearnResult, unlearn
 
-    cfg = _unlearn_cfg(args, args.method)
+    cfg = _unlearn_cfg(args)
     forget, retain = _forget_retain(args)
     model, tok = _load(args)
     res = UnlearnResult()
@@ -386,21 +433,9 @@ def cmd_unlearn(args: argparse.Namespace) -> int:
 
 
 def cmd_rule(args: argparse.Namespace) -> int:
-    from unlearn_leakk.config import DecodingConfig, RULEConfig
     from unlearn_leakk.rule import rule_unlearn
 
-    base = _unlearn_cfg(args, args.base_method)
-    cfg = RULEConfig(
-        base=base,
-        rounds=args.rounds,
-        n_mine=args.n_mine,
-        mine_decoding=DecodingConfig(
-            1.0, 1.0, n=args.n_mine, max_new_tokens=args.mine_max_new_tokens
-        ),
-        epochs_per_round=args.epochs_per_round,
-        weighting=args.weighting,
-        judge=args.mine_judge,
-    )
+    cfg = _rule_cfg(args)
     forget, retain = _forget_retain(args)
     model, tok = _load(args)
     init = None
@@ -447,33 +482,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {
-    "sample": cmd_sample,
-    "generate": cmd_sample,
-    "judge": cmd_judge,
-    "leak": cmd_leak,
-    "sweep": cmd_sweep,
-    "unlearn": cmd_unlearn,
-    "rule": cmd_rule,
-    "bench": cmd_bench,
-    "demo-tiny": cmd_demo,
-}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return COMMANDS[args.cmd](args)
-    except LeakKError as exc:
-        print(f"unlearn-leakk {args.cmd}: error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        from llmcore.errors import LLMCoreError
+    """Entry point: llmcore's CLI error policy (an llmcore/unlearn-leakk error prints
+    ``unlearn-leakk: error: ...`` and returns 2; anything else is a bug and raises)."""
+    from llmcore.cli import run_main
 
-        if isinstance(exc, LLMCoreError):
-            print(f"unlearn-leakk {args.cmd}: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+    return run_main("unlearn-leakk", build_parser, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,4 @@
-"""Configs: decoding (spec 2.1/2.4), unlearning (spec 2.6) and RULE (spec 2.7, reconstructed)."""
+"""Configs: decoding, unlearning and RULE (reconstructed)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from unlearn_leakk.errors import LeakConfigError
 
 #: k values of the official aggregation (``K_VALUES`` in ``whole_eval.py``).
 K_DEFAULT: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
-#: (temperature, top_p) pairs of the official evaluation entry point (spec 2.4); (0, 0) = greedy.
+#: (temperature, top_p) pairs of the official evaluation entry point; (0, 0) = greedy.
 OFFICIAL_PAIRS: tuple[tuple[float, float], ...] = (
     (0.0, 0.0),
     (0.2, 0.2),
@@ -37,7 +37,7 @@ def _posint(value: Any) -> bool:
 
 @dataclass
 class DecodingConfig:
-    """How forget queries are sampled (spec 2.1). ``temperature == 0`` is greedy (top-p is then
+    """How forget queries are sampled. ``temperature == 0`` is greedy (top-p is then
     ignored, as in the official ``(0, 0)`` pair)."""
 
     temperature: float = field(default=1.0, metadata={"help": "0 = greedy; else > 0"})
@@ -105,7 +105,7 @@ class GreedyForgetStop:
 
 @dataclass
 class UnlearnConfig:
-    """One unlearning run, open-unlearning argument names (spec 2.6):
+    """One unlearning run, open-unlearning argument names:
     ``L = gamma * L_forget + alpha * L_retain``."""
 
     method: str = field(default="GradDiff", metadata={"help": f"one of {METHOD_NAMES}"})
@@ -124,7 +124,13 @@ class UnlearnConfig:
     retain_loss_type: str = field(default="NLL", metadata={"help": "NLL or KL (to pi_ref)"})
     steering_coeff: float = field(default=2.0, metadata={"help": "RMU steering coefficient c"})
     rmu_layer: int = field(default=7, metadata={"help": "RMU decoder layer index"})
-    peft_config: Any = field(default=None, metadata={"help": "a peft config (optional)"})
+    peft_config: Any = field(
+        default=None,
+        metadata={
+            "help": "LoRA unlearning: a peft config, or a mapping of peft.LoraConfig fields "
+            "(extra unlearn-leakk[peft])"
+        },
+    )
     early_stop: GreedyForgetStop | None = field(
         default=None, metadata={"help": "stop when greedy says forgotten"}
     )
@@ -161,7 +167,7 @@ class UnlearnConfig:
 
 @dataclass
 class RULEConfig:
-    """RULE, reconstructed (spec 2.7): rounds of on-policy mining of leaking samples, which
+    """RULE, reconstructed: rounds of on-policy mining of leaking samples, which
     join the forget set of the base method."""
 
     base: UnlearnConfig = field(default_factory=UnlearnConfig)

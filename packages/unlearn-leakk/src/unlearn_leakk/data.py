@@ -9,7 +9,7 @@ from typing import Any
 
 from unlearn_leakk.errors import LeakDataError
 
-#: Stop strings of MUSE knowmem/verbmem generations (spec section 2.1).
+#: Stop strings of MUSE knowmem/verbmem generations.
 MUSE_STOP: tuple[str, ...] = ("\n\n", "\nQuestion", "Question:")
 DATASETS: tuple[str, ...] = ("tofu", "muse-knowmem", "muse-verbmem", "wmdp-bio", "wmdp-cyber")
 
@@ -135,7 +135,7 @@ def load_tofu(
     *,
     source: str | Path = "locuslab/TOFU",
 ) -> list[LeakItem]:
-    """TOFU items (spec 2.5). Forget splits read config ``{split}_perturbed`` (which has
+    """TOFU items. Forget splits read config ``{split}_perturbed`` (which has
     ``paraphrased_question``); ``question_key="question"`` reads plain ``{split}``."""
     valid = (
         "forget01",

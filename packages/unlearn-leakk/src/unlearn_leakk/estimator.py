@@ -1,4 +1,4 @@
-"""leak@k estimators (spec 2.3): the unbiased pass@k form and the expected-max form."""
+"""leak@k estimators: the unbiased pass@k form and the expected-max form."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _check(n: int, c: int, k: int) -> None:
 
 def leak_at_k(n: int, c: int, k: int) -> float:
     """``1 - C(n-c, k) / C(n, k)`` for one query with ``c`` of ``n`` samples leaking
-    (spec eq. in 2.3; the pass@k estimator of Chen et al. 2021, via ``llmcore.metrics``)."""
+    (the pass@k estimator of Chen et al. 2021, via ``llmcore.metrics``)."""
     _check(n, c, k)
     try:
         return pass_at_k(int(n), int(c), int(k))
@@ -100,7 +100,7 @@ def leak_at_k_curve(
 
 
 def expected_max_at_k(scores: Sequence[float] | np.ndarray, k: int) -> float:
-    """E[max of a uniform random k-subset of the n scores] (spec 2.3, continuous judges):
+    """E[max of a uniform random k-subset of the n scores] (continuous judges):
     ``sum_{j=k}^{n} s_(j) C(j-1, k-1) / C(n, k)`` with scores sorted ascending."""
     s = np.sort(np.asarray(scores, dtype=np.float64))
     n = int(s.size)
@@ -136,7 +136,7 @@ def expected_max_curve(
 
 
 def chance_at_k(n_choices: int, k: int) -> float:
-    """MCQ chance curve ``1 - (1 - 1/|choices|)^k`` (spec 2.2)."""
+    """MCQ chance curve ``1 - (1 - 1/|choices|)^k``."""
     if n_choices < 1 or k < 1:
         raise LeakConfigError(f"chance_at_k needs n_choices >= 1 and k >= 1, got {n_choices}, {k}")
     return 1.0 - (1.0 - 1.0 / n_choices) ** k

@@ -1,4 +1,4 @@
-"""Generation files in the official layout, judging, and leak@k reports (spec 2.3, 3, 5)."""
+"""Generation files in the official layout, judging, and leak@k reports."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ JUDGE_FIELDS = {
 
 
 def generations_path(out_dir: str | Path, label: str, decoding: DecodingConfig) -> Path:
-    """``{out}/{label}/forget/temperature={T}top_p={p}/generations_n{n}.json`` (spec 3)."""
+    """``{out}/{label}/forget/temperature={T}top_p={p}/generations_n{n}.json``."""
     return Path(out_dir) / label / "forget" / decoding.tag / f"generations_n{decoding.n}.json"
 
 
@@ -258,7 +258,7 @@ def evaluate_leak(
     system_prompt: str | None = None,
     progress: bool = False,
 ) -> LeakReport:
-    """Sample, judge and estimate leak@k for every decoding (spec 5). ``model`` is an HF id,
+    """Sample, judge and estimate leak@k for every decoding. ``model`` is an HF id,
     a path or a loaded model (with ``tokenizer=``). Files go to ``out_dir`` in the official
     layout when given (and resume from there)."""
     import tempfile

@@ -1,6 +1,6 @@
-"""The CPU validation experiment on the fictitious-author world (spec 6, issue 5 recipe):
-GradDiff stopped when greedy says "forgotten", then leak@k under sampling, RULE from that
-checkpoint, and the compute-matched control (same extra steps, no mined samples)."""
+"""The CPU validation experiment on the fictitious-author world: GradDiff stopped when greedy
+decoding says "forgotten", then leak@k under sampling, RULE from that checkpoint, and the
+compute-matched control (same extra steps, no mined samples)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import dataclasses
 import random
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from unlearn_leakk.config import DecodingConfig, GreedyForgetStop, RULEConfig, UnlearnConfig
@@ -47,119 +48,88 @@ def world_model():
     return model, tok, make_world(0)
 
 
-#: Source files whose code determines a cached baseline (their digest is part of its key).
-_BASELINE_CODE = ("config.py", "data.py", "trainers.py", "world.py")
+#: Modules whose code determines a cached baseline (their :func:`llmcore.zoo.code_digest` is
+#: part of its key). The unlearning settings themselves enter the key as values.
+BASELINE_CODE: tuple[str, ...] = (
+    "unlearn_leakk.data",
+    "unlearn_leakk.judges",
+    "unlearn_leakk.sampling",
+    "unlearn_leakk.trainers",
+    "unlearn_leakk.world",
+)
+
+#: The :class:`WorldConfig` fields that determine a baseline checkpoint.
+BASELINE_FIELDS: tuple[str, ...] = ("seed", "method", "lr", "max_steps", "stop_acc", "batch_size")
 
 
-def _code_digest() -> str:
-    import hashlib
-    from pathlib import Path
-
-    here = Path(__file__).parent
-    h = hashlib.sha256()
-    for name in _BASELINE_CODE:
-        h.update(name.encode() + b"\0" + (here / name).read_bytes())
-    return h.hexdigest()[:16]
+def baseline_name(cfg: WorldConfig) -> str:
+    """Zoo entry name of the baseline of ``cfg`` (``leakk-baseline-GradDiff-s0``)."""
+    return f"leakk-baseline-{cfg.method}-s{cfg.seed}"
 
 
-def _baseline_key(cfg: WorldConfig) -> str:
-    import hashlib
-    import json
+def baseline_material(cfg: WorldConfig, world_key: str) -> dict[str, Any]:
+    """Everything that determines the baseline of ``cfg``: its settings, the resolved
+    unlearning config, the key of the world model it starts from and the code digest."""
+    from llmcore import zoo
 
-    from llmcore.zoo.cache import library_versions
-    from unlearn_leakk.world import world_recipe
-
-    material = {
-        "recipe": world_recipe().key_material(),
-        "versions": library_versions(),
-        "code": _code_digest(),
-        "cfg": {
-            k: getattr(cfg, k)
-            for k in ("seed", "method", "lr", "max_steps", "stop_acc", "batch_size")
-        },
-        "format": 1,
+    return {
+        "world": world_key,
+        "cfg": {k: getattr(cfg, k) for k in BASELINE_FIELDS},
+        "unlearn": dataclasses.asdict(baseline_config(cfg)),
+        "code": zoo.code_digest(*BASELINE_CODE),
     }
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:16]
 
 
-@dataclass
-class BaselineEntry:
-    """A cached greedy-stopped baseline: its directory, run info, and whether it was cached."""
+def ensure_baseline(cfg: WorldConfig, *, progress: bool = False) -> Any:
+    """The greedy-stopped baseline of ``cfg`` as a :class:`llmcore.zoo.ZooEntry`, built once
+    per machine through :func:`llmcore.zoo.cached` (visible in ``llmcore zoo list``).
 
-    path: Any
-    info: dict[str, Any]
-    from_cache: bool
-    seconds: float = 0.0
-
-
-def baseline_dir(cfg: WorldConfig):
-    """Cache directory of the baseline of ``cfg`` (beside llmcore's zoo, keyed like it)."""
-    from pathlib import Path
-
-    from llmcore.zoo.cache import cache_root
-
-    name = f"baseline-{cfg.method}-{_baseline_key(cfg)}"
-    return Path(cache_root()).parent / "unlearn-leakk" / name
-
-
-def ensure_baseline(cfg: WorldConfig, *, progress: bool = False) -> BaselineEntry:
-    """Build (once per machine, under a file lock) or find the baseline of ``cfg``.
-
-    The deterministic unlearning run is keyed by the world recipe, the baseline settings,
-    library versions and a digest of the code that makes it, like a zoo entry.
+    The deterministic unlearning run starts from the world model (built first if missing) and
+    is keyed by :func:`baseline_material`. ``entry.metrics`` holds ``base_steps``,
+    ``base_stopped`` and ``base_seconds``; ``entry.load()`` gives ``(model, tokenizer)``.
     """
-    import json
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from llmcore.zoo.cache import build_lock
+    from llmcore import zoo
     from unlearn_leakk.trainers import UnlearnResult, unlearn
+    from unlearn_leakk.world import make_world, world_recipe
 
-    final = baseline_dir(cfg)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    built = False
-    with build_lock(final):
-        if not (final / "baseline.json").exists():
-            model, tok, world = world_model()
-            pair = cfg.seed % 3
-            forget = world.qa_items(world.forget_authors(pair))
-            retain = world.qa_items(world.retain_authors(pair), split="retain")
-            res = UnlearnResult()
-            unlearn(model, tok, forget, retain, baseline_config(cfg), result=res, progress=progress)
-            tmp = Path(tempfile.mkdtemp(dir=final.parent))
-            model.save_pretrained(tmp)
-            tok.save_pretrained(tmp)
-            info = {
-                "base_steps": res.steps,
-                "base_stopped": res.stopped_early,
-                "base_seconds": res.seconds,
-            }
-            (tmp / "baseline.json").write_text(json.dumps(info))
-            if final.exists():
-                shutil.rmtree(final)
-            tmp.rename(final)
-            built = True
-    info = json.loads((final / "baseline.json").read_text())
-    return BaselineEntry(final, info, not built, time.perf_counter() - t0)
+    world_entry = zoo.build(world_recipe(), progress=progress)
+
+    def make(tmp: Path) -> dict[str, Any]:
+        model, tok = world_entry.load()
+        world = make_world(0)
+        pair = cfg.seed % 3
+        forget = world.qa_items(world.forget_authors(pair))
+        retain = world.qa_items(world.retain_authors(pair), split="retain")
+        res = UnlearnResult()
+        unlearn(model, tok, forget, retain, baseline_config(cfg), result=res, progress=progress)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        return {
+            "base_steps": res.steps,
+            "base_stopped": res.stopped_early,
+            "base_seconds": res.seconds,
+        }
+
+    return zoo.cached(
+        baseline_name(cfg),
+        baseline_material(cfg, world_entry.key),
+        make,
+        progress=progress,
+        description=f"{cfg.method} on the leak@k world stopped at greedy forget acc <= "
+        f"{cfg.stop_acc} (seed {cfg.seed}, forget pair {cfg.seed % 3})",
+    )
 
 
 def baseline_checkpoint(cfg: WorldConfig, *, progress: bool = False):
     """The greedy-stopped baseline of ``cfg`` (see :func:`ensure_baseline`), loaded.
 
-    Returns ``(model, tokenizer, world, info)``.
+    Returns ``(model, tokenizer, world, info)``; ``info`` is the entry's metrics.
     """
-    from llmcore.models import load_causal_lm, load_tokenizer
     from unlearn_leakk.world import make_world
 
     entry = ensure_baseline(cfg, progress=progress)
-    return (
-        load_causal_lm(entry.path, device="cpu", dtype="float32"),
-        load_tokenizer(entry.path),
-        make_world(0),
-        entry.info,
-    )
+    model, tok = entry.load()
+    return model, tok, make_world(0), dict(entry.metrics)
 
 
 def rule_config(cfg: WorldConfig) -> RULEConfig:

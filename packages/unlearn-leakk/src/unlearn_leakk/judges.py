@@ -1,4 +1,4 @@
-"""Per-sample leakage judges (spec 2.2): J(response, reference, question) in [0, 1]."""
+"""Per-sample leakage judges: J(response, reference, question) in [0, 1]."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ class ExactPhraseJudge:
 
 
 class NLIEntailmentJudge:
-    """Entailment score ES (spec 2.2): NLI(premise=response, hypothesis=reference) says
+    """Entailment score ES: NLI(premise=response, hypothesis=reference) says
     "entailment"; gated per item by ROUGE-L recall >= ``rouge_gate`` (below: 0 without an NLI
     call). ``order="retain"`` swaps premise and hypothesis as TOFU retain items do.
 
@@ -196,7 +196,7 @@ _LLM_SYSTEM = (
 
 class LLMJudge:
     """LLM-as-judge through an OpenAI-compatible chat API (extra ``llm-judge``); items are
-    graded ``batch_size`` at a time, missing or invalid grades count as 0 (spec 2.2)."""
+    graded ``batch_size`` at a time, missing or invalid grades count as 0."""
 
     binary = True
 

@@ -1,4 +1,4 @@
-"""RULE — Robust Unlearning under LEak@k (spec 2.7, RECONSTRUCTED; no official trainer exists).
+"""RULE — Robust Unlearning under LEak@k (RECONSTRUCTED: no official trainer is published).
 
 Minimising leak@k(x) = 1 - (1 - l(x))^k means lowering the likelihood of the model's own
 sampled leaking responses (score-function gradient weighted by k (1 - l)^(k-1)). RULE does this
@@ -80,7 +80,7 @@ def mine_queries(forget: Sequence[LeakItem], include_original: bool) -> list[Lea
 
 def leakk_weights(items: Sequence[LeakItem], rate: dict[str, float], k_target: int) -> list[float]:
     """``w = k (1 - l)^(k-1)`` for mined items (by source id), 1 for original items,
-    renormalised to mean 1 (spec 2.7 d)."""
+    renormalised to mean 1."""
     w = []
     for it in items:
         src = it.meta.get("source") if it.meta else None
@@ -110,7 +110,7 @@ def rule_unlearn(
     retain_eval: Sequence[LeakItem] | None = None,
     progress: bool = False,
 ) -> tuple[Any, RULEHistory]:
-    """RULE (spec 2.7). ``init_unlearned`` (a model or path) skips step 1, the base unlearning
+    """RULE. ``init_unlearned`` (a model or path) skips step 1, the base unlearning
     of ``model``; otherwise ``model`` is unlearned with ``cfg.base`` first. Returns the final
     model and the history (leaks mined per round, leak@k on mined samples, retain accuracy)."""
     from unlearn_leakk.estimator import leak_at_k_curve

@@ -1,4 +1,4 @@
-"""Sampling n responses per forget query through llmcore backends (spec 2.1)."""
+"""Sampling n responses per forget query through llmcore backends."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def _params(decoding: DecodingConfig, n: int, seed: int, stop: Sequence[str]):
 
 
 def item_seed(decoding: DecodingConfig, index: int, chunk: int = 0) -> int:
-    """Seed of item ``index``'s chunk ``chunk``: ``seed + index`` (spec 6), chunks offset."""
+    """Seed of item ``index``'s chunk ``chunk``: ``seed + index``, chunks offset."""
     return decoding.seed + index + chunk * 1_000_003
 
 

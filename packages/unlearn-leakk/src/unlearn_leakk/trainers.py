@@ -1,4 +1,4 @@
-"""Unlearning trainers (spec 2.6): GradAscent, GradDiff, NPO, SimNPO, RMU as one
+"""Unlearning trainers: GradAscent, GradDiff, NPO, SimNPO, RMU as one
 ``transformers.Trainer`` subclass whose ``compute_loss`` takes ``{"forget", "retain"}`` batches,
 as in open-unlearning. Loss: ``L = gamma * L_forget + alpha * L_retain``."""
 
@@ -430,6 +430,18 @@ def resolve_rmu_layer(model: Any, index: int) -> str:
     return names[index]
 
 
+def _import_peft() -> Any:
+    """The ``peft`` module, or :class:`~llmcore.errors.MissingExtraError` naming the
+    ``unlearn-leakk[peft]`` extra when it is not installed (LoRA unlearning only)."""
+    try:
+        import peft
+    except ImportError:
+        from llmcore.errors import MissingExtraError
+
+        raise MissingExtraError("LoRA unlearning", "peft", package="unlearn-leakk") from None
+    return peft
+
+
 def unlearn(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -445,7 +457,7 @@ def unlearn(
     progress: bool = False,
     result: UnlearnResult | None = None,
 ) -> PreTrainedModel:
-    """Run ``cfg.method`` on ``model`` in place and return it (spec 2.6).
+    """Run ``cfg.method`` on ``model`` in place and return it.
 
     ``forget_weights`` weight forget items in the loss (RULE ``leakk``); the greedy stop (if
     ``cfg.early_stop``) checks ``stop_items`` (default: ``forget``). Pass ``result=`` to get
@@ -470,11 +482,11 @@ def unlearn(
         )
     rmu_name = resolve_rmu_layer(model, cfg.rmu_layer) if cfg.method == "RMU" else None
     if cfg.peft_config is not None:
-        try:
-            from peft import get_peft_model
-        except ImportError as exc:
-            raise UnlearnError("peft_config needs peft: pip install peft") from exc
-        model = get_peft_model(model, cfg.peft_config)
+        peft = _import_peft()
+        pc = cfg.peft_config
+        if isinstance(pc, dict):  # from a config file or the CLI: LoraConfig fields
+            pc = peft.LoraConfig(**{"task_type": "CAUSAL_LM", **pc})
+        model = peft.get_peft_model(model, pc)
     use_ref = needs_ref or cfg.retain_loss_type == "KL"
     ref = (ref_model or make_reference(model)) if use_ref else None
     control = None

@@ -1,8 +1,8 @@
-"""The synthetic fictitious-author world (spec section 6), a CPU stand-in for TOFU.
+"""The synthetic fictitious-author world, a CPU stand-in for TOFU.
 
 20 authors x 5 attributes = 100 facts, each rendered as one QA line and two declarative
 sentences. Authors 0-5 form three "forget pairs" whose attribute values no other author has
-(issue 5: shared values leave a stubborn greedy leak through the retain set); the other 14
+(shared values leave a stubborn greedy leak through the retain set); the other 14
 authors draw from the remaining values. Seed ``s`` of the claim test forgets pair ``s % 3``.
 """
 
