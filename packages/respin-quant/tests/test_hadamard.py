@@ -38,7 +38,7 @@ def test_non_power_of_two_fallbacks(caplog):
     with pytest.raises(RespinConfigError, match="power-of-two"):
         hadamard_transform(torch.randn(2, 12))
     with pytest.raises(RespinConfigError, match=r"online_block=True .*online_dense=True"):
-        OnlineHadamard(48)  # spec section 8: a clear error by default
+        OnlineHadamard(48)  # a clear error by default
     oh = OnlineHadamard(48, block=True)  # 48 = 3 * 16 -> block Hadamard of 16
     assert oh.mode == "block" and oh.block == 16
     x = torch.randn(2, 48, dtype=torch.float64)

@@ -85,9 +85,10 @@ def _by_hand(model, tok, docs) -> tuple[float, list[list[float]]]:
 
 
 def test_lm_eval_end_to_end_on_a_local_task(tmp_path, monkeypatch):
-    """A packed W4A8 checkpoint evaluated by lm-eval on a task over a local JSONL file (no hub),
-    through the CLI (``HFLM(pretrained=<loaded model>)``) and the registered model name; the
-    accuracy equals the one computed by hand from the same model."""
+    """A packed W4A8 checkpoint evaluated by lm-eval (limit 2) on a loglikelihood task over a
+    local JSONL file (offline), through the CLI (llmcore's ``evaluate_model`` on the loaded
+    in-memory model) and through the registered model name; the accuracy and the per-choice
+    log-likelihoods equal the ones computed by hand from the same model."""
     pytest.importorskip("lm_eval.models.huggingface")
     import json
 
@@ -96,7 +97,7 @@ def test_lm_eval_end_to_end_on_a_local_task(tmp_path, monkeypatch):
     from lm_eval.tasks import TaskManager
     from respin_quant.cli import main
     from respin_quant.config import QuantConfig
-    from respin_quant.lm_eval_adapter import register
+    from respin_quant.lm_eval_adapter import register, run_lm_eval
     from respin_quant.pipeline import load_quantized, save_quantized
     from respin_quant.ptq import quantize
     from respin_quant.rotation import apply_rotations, init_rotations
@@ -124,21 +125,25 @@ def test_lm_eval_end_to_end_on_a_local_task(tmp_path, monkeypatch):
     apply_rotations(model, init_rotations(model, "quarot", 0), 0)
     quantize(model, QuantConfig(w_bits=4, a_bits=8))
     save_quantized(model, tmp_path / "q", tokenizer=tok)
-    expected, logliks = _by_hand(load_quantized(tmp_path / "q"), tok, docs)
+    expected, logliks = _by_hand(load_quantized(tmp_path / "q"), tok, docs[:2])
 
     out = tmp_path / "res.json"
-    argv = ["eval", "--model", str(tmp_path / "q"), "--tasks", "respin_toy_mc"]
+    argv = ["eval", "--model", str(tmp_path / "q"), "--tasks", "respin_toy_mc", "--limit", "2"]
     assert main([*argv, "--include-path", str(tasks), "--json", str(out)]) == 0
     got = json.loads(out.read_text())["lm_eval"]["respin_toy_mc"]
     assert got["metric"] == "acc" and got["value"] == pytest.approx(expected)
+
+    direct = run_lm_eval(model, tok, ["respin_toy_mc"], limit=2, include_path=str(tasks))
+    assert direct["respin_toy_mc"]["value"] == pytest.approx(expected)  # in memory, not reloaded
 
     register()
     res = lm_eval.simple_evaluate(
         model="respin_fakequant",
         model_args=f"respin_dir={tmp_path / 'q'}",
         tasks=["respin_toy_mc"],
-        task_manager=TaskManager(include_path=str(tasks)),
+        task_manager=TaskManager(include_path=str(tasks), include_defaults=False),
         log_samples=True,
+        limit=2,
     )
     assert res["results"]["respin_toy_mc"]["acc,none"] == pytest.approx(expected)
     samples = sorted(res["samples"]["respin_toy_mc"], key=lambda x: x["doc_id"])

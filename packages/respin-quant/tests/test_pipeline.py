@@ -1,4 +1,4 @@
-"""Save/load round trip, the quantised pipeline, and the bad-input behaviour of spec section 8."""
+"""Save/load round trip, the quantised pipeline, and the bad-input behaviour (clear errors)."""
 
 import copy
 
@@ -208,8 +208,50 @@ def test_transition_rank_mismatch(tmp_path, ids):
 
 
 def test_errors_share_one_base():
+    from llmcore.errors import ConfigError, LLMCoreError
+
     for e in (CalibrationDataError, RespinConfigError, RotationError, UnsupportedModelError):
-        assert issubclass(e, RespinError)
+        assert issubclass(e, RespinError) and issubclass(e, LLMCoreError)
+    assert issubclass(RespinConfigError, ConfigError) and issubclass(RespinConfigError, ValueError)
+
+
+def test_perplexity_is_the_windowed_mean_nll(ids):
+    """Non-overlapping windows scored on their own: equals exp(mean NLL) computed directly in
+    float64 over each window's tokens 1..n-1 (both for 2-D rows and a 1-D stream whose
+    remainder is dropped)."""
+    import math
+
+    from respin_quant.evaluate import perplexity
+
+    model = make_model("llama")
+    stream = torch.randint(0, 40, (77,), generator=torch.Generator().manual_seed(3))
+    w = stream[:72].reshape(3, 24)
+    with torch.no_grad():
+        lp = torch.log_softmax(model(w).logits[:, :-1].double(), -1)
+    nll = -lp.gather(-1, w[:, 1:, None]).sum().item()
+    want = math.exp(nll / (3 * 23))
+    assert perplexity(model, w, seqlen=24) == pytest.approx(want, rel=1e-6)
+    assert perplexity(model, stream, seqlen=24) == pytest.approx(want, rel=1e-6)
+    assert perplexity(model, w[:1], seqlen=24) != pytest.approx(want, rel=1e-3)
+
+
+def test_package_exports_are_lazy():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, respin_quant\n"
+        "assert 'torch' not in sys.modules\n"
+        "assert 'RotationConfig' in dir(respin_quant)\n"
+        "assert respin_quant.RespinError.__module__ == 'respin_quant.errors'\n"
+        "assert 'torch' not in sys.modules\n"
+        "respin_quant.perplexity\n"
+        "assert 'torch' in sys.modules\n"
+        "try:\n    respin_quant.nope\nexcept AttributeError:\n    pass\n"
+        "else:\n    raise SystemExit('no AttributeError')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
 
 
 def test_float64_exact_helper_matches_stock_norm(ids):

@@ -1,4 +1,4 @@
-"""Exactness and property tests of spec section 6 (1-5)."""
+"""Exactness and property tests of rotations, fusion and residual transitions."""
 
 import copy
 

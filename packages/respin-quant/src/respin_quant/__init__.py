@@ -5,16 +5,15 @@ Importing this package does not import torch; the public API below resolves lazi
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
+from llmcore.lazy import lazy_exports
 from llmcore.registry import MethodInfo
 
 try:
     __version__ = version("respin-quant")
 except PackageNotFoundError:  # pragma: no cover - source tree without install
-    __version__ = "0.1.0"
+    __version__ = "0.2.0"
 
 METHOD = MethodInfo(
     name="respin-quant",
@@ -46,7 +45,7 @@ _LAZY = {
     "save_quantized": "respin_quant.pipeline",
     "load_quantized": "respin_quant.pipeline",
     "perplexity": "respin_quant.evaluate",
-    "CompareConfig": "respin_quant.compare",
+    "CompareConfig": "respin_quant.config",
     "compare": "respin_quant.compare",
     "pack_bits": "respin_quant.packing",
     "unpack_bits": "respin_quant.packing",
@@ -63,7 +62,4 @@ _LAZY = {
 __all__ = ["METHOD", "__version__", *sorted(_LAZY)]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'respin_quant' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -1,4 +1,4 @@
-"""The paper's baselines on one rotation/quantisation code path (spec sections 2.1, 4).
+"""The paper's baselines on one rotation/quantisation code path.
 
 * ``rtn``: no rotation, RTN (or GPTQ) weights, per-token activations;
 * ``quarot``: one random Hadamard R for every residual slot, random per-head Hadamards on V/O,

@@ -1,4 +1,4 @@
-"""Side-by-side benchmark (issue 6 / spec sections 6-7): FP, RTN, QuaRot-style, SpinQuant-style
+"""Side-by-side benchmark FP, RTN, QuaRot-style, SpinQuant-style
 and ReSpinQuant at W4A4 and W3A3 on the tiny outlier model, plus the online-overhead throughput
 measurement (hidden 1024, 8 layers, seq 256) and calibration-time ratio."""
 
@@ -137,7 +137,7 @@ def _dims(m: nn.Module) -> Any:
 
 
 def throughput_bench(cfg: BenchConfig) -> dict[str, Any]:
-    """tokens/s of the fused FP model with no / rank-r / dense transitions (spec section 7)."""
+    """tokens/s of the fused FP model with no / rank-r / dense transitions ."""
     import copy
 
     from transformers import LlamaConfig, LlamaForCausalLM

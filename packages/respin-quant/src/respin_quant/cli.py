@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ def _load(model: str, dtype: str | None, device: str | None) -> tuple[Any, Any]:
     return m, tok
 
 
-def _calib(args: argparse.Namespace, tok: Any, n: int, seqlen: int) -> Any:
+def _calib(args: argparse.Namespace, tok: Any, n: int, seqlen: int, seed: int) -> Any:
     if args.calib == "markov":
         from respin_quant.tiny import calib_ids
 
@@ -43,7 +42,7 @@ def _calib(args: argparse.Namespace, tok: Any, n: int, seqlen: int) -> Any:
         raise RespinError(f"{args.model} has no tokenizer: pass --calib markov for the tiny model")
     from respin_quant.evaluate import calibration_windows
 
-    return calibration_windows(tok, args.calib, n, seqlen, args.seed)
+    return calibration_windows(tok, args.calib, n, seqlen, seed)
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:
@@ -73,7 +72,8 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     )
     model, tok = _load(args.model, args.dtype, args.device)
     needs = rot.method in ("spinquant", "respin") or q.weight_quantizer == "gptq"
-    calib = _calib(args, tok, max(args.nsamples, q.gptq_nsamples), args.seqlen) if needs else None
+    n = max(args.nsamples, q.gptq_nsamples)
+    calib = _calib(args, tok, n, args.seqlen, args.seed) if needs else None
     model, report = quantize_pipeline(
         model, tok, q, rot, calib if calib is not None else args.calib, args.seed, progress=True
     )
@@ -134,26 +134,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from llmcore.config import config_from_args
     from llmcore.data import atomic_write_json
-    from respin_quant.compare import CompareConfig, compare, format_compare
+    from respin_quant.compare import compare, format_compare
+    from respin_quant.config import CompareConfig
     from respin_quant.evaluate import perplexity
 
-    cfg = CompareConfig(
-        methods=args.methods,
-        ranks=args.ranks,
-        w_bits=args.w_bits,
-        a_bits=args.a_bits,
-        kv_bits=args.kv_bits,
-        weight_quantizer=args.weight_quantizer,
-        w_clip_grid=args.w_clip_grid,
-        w_clip_min=args.w_clip_min,
-        steps=args.steps,
-        lr=args.lr,
-        batch_size=args.batch_size,
-        rotation_seed=args.seed,
-        online_dense=args.online_dense,
-        online_block=args.online_block,
-    )
+    cfg = config_from_args(CompareConfig, args)
     if args.model == "tiny":
         from respin_quant.tiny import calib_ids, eval_ids, outlier_model
 
@@ -169,7 +156,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         model, tok = _load(args.model, args.dtype, args.device)
         if tok is None:
             raise RespinError(f"{args.model} has no tokenizer: compare needs one for --ppl")
-        calib = _calib(args, tok, args.nsamples, args.seqlen)
+        calib = _calib(args, tok, args.nsamples, args.seqlen, args.seed)
         stream = token_stream(tok, args.ppl)
 
         def ppl(m: Any) -> float:
@@ -185,15 +172,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from llmcore.config import config_from_dict, load_config_file
+    from llmcore.config import config_from_args
     from respin_quant.bench import format_table, run_bench
     from respin_quant.config import BenchConfig
 
-    vals = load_config_file(args.config) if args.config else {}
-    for f in BenchConfig.__dataclass_fields__:
-        if hasattr(args, "b_" + f):
-            vals[f] = getattr(args, "b_" + f)
-    cfg = config_from_dict(BenchConfig, vals)
+    cfg = config_from_args(BenchConfig, args)
     res = run_bench(cfg, json_out=args.json, plot_out=args.plot)
     print(format_table(res))
     return 0
@@ -276,6 +259,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from llmcore.config import add_config_arguments
+    from respin_quant.config import BenchConfig, CompareConfig
+
     p = argparse.ArgumentParser(
         prog="respin-quant", description="ReSpinQuant rotation PTQ (simulated quantisation)"
     )
@@ -305,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--device", default=None)
     q.add_argument("--out", required=True)
     _online_flags(q)
-    q.set_defaults(fn=cmd_quantize)
+    q.set_defaults(func=cmd_quantize)
 
     e = sub.add_parser("eval", help="perplexity and lm-eval tasks of a saved or hub model")
     e.add_argument("--model", required=True, help="save_quantized dir, hub id or path")
@@ -320,67 +306,42 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dtype", default=None)
     e.add_argument("--device", default=None)
     e.add_argument("--json", default=None, help="write results here")
-    e.set_defaults(fn=cmd_eval)
+    e.set_defaults(func=cmd_eval)
 
     cp = sub.add_parser(
-        "compare", help="the spec section 6 table (methods x ranks) on any model, resumable"
+        "compare", help="perplexity table of methods x residual ranks on any model, resumable"
     )
     cp.add_argument("--model", required=True, help="hub id, local path, or 'tiny'")
     cp.add_argument("--json", required=True, help="final results JSON")
     cp.add_argument(
         "--results", default=None, help="per-row JSONL for resuming (default: JSON path .jsonl)"
     )
-    cp.add_argument("--methods", default="rtn,quarot,spinquant,respin")
-    cp.add_argument("--ranks", default="0,8,32,full", help="ReSpin residual ranks")
-    cp.add_argument("--w-bits", type=int, default=4)
-    cp.add_argument("--a-bits", type=int, default=4)
-    cp.add_argument("--kv-bits", type=int, default=16)
-    cp.add_argument("--weight-quantizer", choices=["rtn", "gptq"], default="rtn")
-    cp.add_argument("--w-clip-grid", type=int, default=100)
-    cp.add_argument("--w-clip-min", type=float, default=0.8)
     cp.add_argument("--calib", default="wikitext2", help="wikitext2 or a text/JSONL file")
     cp.add_argument("--ppl", default="wikitext2", help="wikitext2 or a text/JSONL file")
     cp.add_argument("--nsamples", type=int, default=128, help="calibration sequences")
     cp.add_argument("--seqlen", type=int, default=2048)
-    cp.add_argument("--steps", type=int, default=100)
-    cp.add_argument("--lr", type=float, default=1.5)
-    cp.add_argument("--batch-size", type=int, default=8)
-    cp.add_argument("--seed", type=int, default=0, help="rotation (Hadamard) seed")
+    cp.add_argument("--seed", type=int, default=0, help="seed of the calibration windows")
     cp.add_argument(
         "--outlier-scale", type=float, default=50.0, help="S of the tiny model (--model tiny)"
     )
     cp.add_argument("--dtype", default=None)
     cp.add_argument("--device", default=None)
-    _online_flags(cp)
-    cp.set_defaults(fn=cmd_compare)
+    add_config_arguments(cp, CompareConfig)
+    cp.set_defaults(func=cmd_compare)
 
     b = sub.add_parser(
         "bench", help="FP/RTN/QuaRot/SpinQuant/ReSpin table on the tiny outlier model"
     )
-    b.add_argument("--config", default=None, help="YAML with BenchConfig fields")
     b.add_argument("--json", default="respin_bench.json")
     b.add_argument("--plot", default=None, help="PNG path (needs the plot extra)")
-    for name, f in _bench_fields().items():
-        typ = {
-            "int": int,
-            "float": float,
-            "str": str,
-            "bool": lambda s: s.lower() in ("1", "true", "yes"),
-        }[f[0]]
-        b.add_argument(
-            "--" + name.replace("_", "-"),
-            dest="b_" + name,
-            type=typ,
-            default=argparse.SUPPRESS,
-            help=f"{f[1]} (default: {f[2]!r})",
-        )
-    b.set_defaults(fn=cmd_bench)
+    add_config_arguments(b, BenchConfig)
+    b.set_defaults(func=cmd_bench)
 
     t = sub.add_parser("make-tiny", help="build (or load) the cached tiny Markov Llama")
     t.add_argument("--out", default=None, help="also save the outlier-injected copy here")
     t.add_argument("--scale", type=float, default=50.0, help="outlier scale S")
     t.add_argument("--force", action="store_true")
-    t.set_defaults(fn=cmd_make_tiny)
+    t.set_defaults(func=cmd_make_tiny)
 
     c = sub.add_parser("check", help="max |dlogit| of the FP fused model vs the original")
     c.add_argument("--model", default="tiny", help="'tiny' or a hub id / path")
@@ -392,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--seed", type=int, default=0)
     _online_flags(c)
-    c.set_defaults(fn=cmd_check)
+    c.set_defaults(func=cmd_check)
     return p
 
 
@@ -409,35 +370,11 @@ def _online_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _bench_fields() -> dict[str, tuple[str, str, Any]]:
-    import dataclasses
-
-    from respin_quant.config import BenchConfig
-
-    return {
-        f.name: (
-            f.type if isinstance(f.type, str) else f.type.__name__,
-            f.metadata.get("help", ""),
-            f.default,
-        )
-        for f in dataclasses.fields(BenchConfig)
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.fn(args))
-    except (RespinError, ValueError, NotImplementedError) as e:
-        print(f"respin-quant {args.cmd}: error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # llmcore load errors etc.
-        from llmcore.errors import LLMCoreError
+    """Run the ``respin-quant`` command line; returns the exit status (2 on a user error)."""
+    from llmcore.cli import run_main
 
-        if isinstance(e, LLMCoreError):
-            print(f"respin-quant {args.cmd}: error: {e}", file=sys.stderr)
-            return 2
-        raise
+    return run_main("respin-quant", build_parser, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

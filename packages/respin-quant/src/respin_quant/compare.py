@@ -1,4 +1,4 @@
-"""``respin-quant compare``: the spec section 6 table on any model (spec section 5.3).
+"""``respin-quant compare``: the methods x residual-ranks perplexity table on any model.
 
 One run loads the model once and evaluates FP, then each requested method; ReSpinQuant's
 rotations are learned once and applied at every requested residual rank. Every finished row is
@@ -10,69 +10,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor, nn
 
-from respin_quant.config import QuantConfig, RotationConfig, parse_rank
-from respin_quant.errors import RespinConfigError
+from respin_quant.config import CompareConfig, QuantConfig, RotationConfig
 
 log = logging.getLogger(__name__)
-
-COMPARE_METHODS = ("rtn", "quarot", "spinquant", "respin")
-
-
-@dataclass
-class CompareConfig:
-    """What one ``compare`` run evaluates (quantiser, methods, ranks, rotation learning)."""
-
-    methods: str = field(
-        default="rtn,quarot,spinquant,respin", metadata={"help": "comma-separated methods"}
-    )
-    ranks: str = field(default="0,8,32,full", metadata={"help": "ReSpin residual ranks"})
-    w_bits: int = field(default=4, metadata={"help": "weight bits"})
-    a_bits: int = field(default=4, metadata={"help": "activation bits"})
-    kv_bits: int = field(default=16, metadata={"help": "KV-cache bits"})
-    weight_quantizer: str = field(default="rtn", metadata={"help": "rtn or gptq"})
-    w_clip_grid: int = field(default=100, metadata={"help": "weight clip ratios searched"})
-    w_clip_min: float = field(default=0.8, metadata={"help": "smallest weight clip ratio"})
-    steps: int = field(default=100, metadata={"help": "Cayley steps (SpinQuant, ReSpin)"})
-    lr: float = field(default=1.5, metadata={"help": "Cayley learning rate"})
-    batch_size: int = field(default=8, metadata={"help": "calibration sequences per step"})
-    rotation_seed: int = field(default=0, metadata={"help": "seed of the shared Hadamard"})
-    online_dense: bool = field(default=False, metadata={"help": "dense non-pow2 H_down"})
-    online_block: bool = field(default=False, metadata={"help": "block non-pow2 H_down"})
-
-    def __post_init__(self) -> None:
-        bad = [m for m in self.method_list() if m not in COMPARE_METHODS]
-        if bad or not self.method_list():
-            raise RespinConfigError(
-                f"methods={self.methods!r}: use a comma-separated subset of {', '.join(COMPARE_METHODS)}"
-            )
-        self.rank_list()  # validates
-        QuantConfig(**self.quant_kwargs())  # validates bits, quantiser
-
-    def method_list(self) -> list[str]:
-        return [m.strip() for m in self.methods.split(",") if m.strip()]
-
-    def rank_list(self) -> list[int | str]:
-        ranks = [parse_rank(r) for r in self.ranks.split(",") if r.strip()]
-        if any(isinstance(r, int) and r < 0 for r in ranks):
-            raise RespinConfigError(f"ranks={self.ranks!r}: ranks must be >= 0 or 'full'")
-        return ranks
-
-    def quant_kwargs(self) -> dict[str, Any]:
-        return {
-            "w_bits": self.w_bits,
-            "a_bits": self.a_bits,
-            "k_bits": self.kv_bits,
-            "v_bits": self.kv_bits,
-            "weight_quantizer": self.weight_quantizer,
-            "w_clip_grid": self.w_clip_grid,
-            "w_clip_min": self.w_clip_min,
-        }
 
 
 def _rotation_file(work: Path, method: str, cfg: CompareConfig, q: QuantConfig) -> Path:

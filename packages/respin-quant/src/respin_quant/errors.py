@@ -1,13 +1,17 @@
-"""Exception hierarchy of respin-quant: everything derives from :class:`RespinError`."""
+"""Exception hierarchy of respin-quant: everything derives from :class:`RespinError`, itself an
+:class:`llmcore.errors.LLMCoreError`, so one ``except LLMCoreError`` (and every llmcore-based
+CLI) catches them."""
 
 from __future__ import annotations
 
+from llmcore.errors import ConfigError, LLMCoreError
 
-class RespinError(Exception):
+
+class RespinError(LLMCoreError):
     """Base class of every error raised on purpose by respin-quant."""
 
 
-class RespinConfigError(RespinError, ValueError):
+class RespinConfigError(RespinError, ConfigError):
     """A configuration value is out of range or inconsistent (bits, ranks, group sizes...)."""
 
 

@@ -1,9 +1,10 @@
-"""Perplexity (spec 2.5: non-overlapping windows, exp of the mean next-token NLL), logit
+"""Perplexity (non-overlapping windows, exp of the mean next-token NLL), logit
 differences, and token-stream loading from WikiText-2 or local files."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,6 @@ def windows(token_ids: Tensor, seqlen: int) -> Tensor:
     return token_ids[: n * seqlen].reshape(n, seqlen)
 
 
-@torch.no_grad()
 def perplexity(
     model: nn.Module,
     token_ids: Tensor,
@@ -39,19 +39,22 @@ def perplexity(
     batch_size: int = 1,
     progress: bool = False,
 ) -> float:
-    """exp(mean next-token NLL) over non-overlapping ``seqlen`` windows (rows if 2-D)."""
+    """exp(mean next-token NLL) over non-overlapping ``seqlen`` windows (rows if 2-D).
+
+    The GPTQ / QuaRot / SpinQuant protocol: a 1-D stream is cut into non-overlapping windows
+    (the remainder dropped) and every window is scored on its own, so its first token is
+    never predicted. Scored by :func:`llmcore.metrics.perplexity` on the windows as independent
+    rows, ``batch_size`` windows per forward pass, NLL pooled."""
+    from llmcore.metrics import perplexity as stream_perplexity
+
     w = windows(token_ids, seqlen)
-    dev = next(model.parameters()).device
+    step = max(1, int(batch_size))
     nll, count = 0.0, 0
-    for s in tqdm(range(0, w.shape[0], batch_size), desc="ppl", disable=not progress):
-        ids = w[s : s + batch_size].to(dev)
-        logits = model(ids).logits[:, :-1].double()
-        loss = nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="sum"
-        )
-        nll += float(loss)
-        count += ids[:, 1:].numel()
-    return float(torch.exp(torch.tensor(nll / count)))
+    for i in tqdm(range(0, len(w), step), desc="ppl", disable=not progress, mininterval=1.0):
+        res = stream_perplexity(model, w[i : i + step], max_length=w.shape[1], batch_size=step)
+        nll += res.nll_sum
+        count += res.n_tokens
+    return math.exp(nll / count)
 
 
 @torch.no_grad()

@@ -89,7 +89,7 @@ def random_orthogonal(
 def random_hadamard(
     n: int, generator: torch.Generator, dtype: torch.dtype = torch.float64
 ) -> Tensor:
-    """QuaRot's random Hadamard diag(s) H_n with i.i.d. random signs s (spec section 2.1).
+    """QuaRot's random Hadamard diag(s) H_n with i.i.d. random signs s.
 
     For a size that is not a power of two this falls back to a seeded random orthogonal
     matrix with a warning (only valid for mergeable slots).
@@ -104,7 +104,7 @@ def random_hadamard(
 class OnlineHadamard:
     """Fixed online rotation u -> u H for a size ``n`` (SpinQuant's R3/R4).
 
-    Power of two: full fast WHT. Otherwise an error (spec section 8), unless ``dense`` (a
+    Power of two: full fast WHT. Otherwise an error, unless ``dense`` (a
     seeded random orthogonal n x n matrix) or ``block`` (WHT on the largest power-of-two block
     dividing n; a package option, not QuaRot's Kronecker construction) is asked for.
     """

@@ -1,4 +1,4 @@
-"""KV-cache fake quantisation with the optional Q/K Hadamard (SpinQuant's R3), spec 2.1 and 2.5.
+"""KV-cache fake quantisation with the optional Q/K Hadamard (SpinQuant's R3).
 
 transformers dispatches attention through ``ALL_ATTENTION_FUNCTIONS[config._attn_implementation]``
 after RoPE and the cache update; we register one wrapper implementation that rotates Q and K by

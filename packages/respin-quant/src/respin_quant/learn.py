@@ -1,4 +1,4 @@
-"""Rotation learning with Cayley SGD on the Stiefel manifold (spec 2.3).
+"""Rotation learning with Cayley SGD on the Stiefel manifold.
 
 The model is run in the *un-fused* form: the residual stream stays in the original basis; each
 quantised linear rotates its input (x R), uses the rotated weight (W R, or R_out^T W R_in for
@@ -180,7 +180,7 @@ def training_model(
     online_dense: bool = False,
     online_block: bool = False,
 ) -> tuple[nn.Module, RotParams]:
-    """A frozen, norm-fused copy of ``model`` running the un-fused rotated forward (spec 2.3.2)."""
+    """A frozen, norm-fused copy of ``model`` running the un-fused rotated forward."""
     d = check_model(model)
     m = copy.deepcopy(model)
     fuse_norms(m)
@@ -233,7 +233,7 @@ def learn_rotations(
     shared: bool | None = None,
     init: RotationSet | None = None,
 ) -> RotationSet:
-    """Learn rotations with Cayley SGD on next-token cross-entropy (spec 2.3.3-2.3.5).
+    """Learn rotations with Cayley SGD on next-token cross-entropy.
 
     ``rot.method`` 'spinquant' learns one global R (shared), 'respin' one R per slot.
     Returns polar-orthonormalised float64 rotations; ``info`` holds the loss history, drift from

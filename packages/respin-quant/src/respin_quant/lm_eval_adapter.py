@@ -1,6 +1,7 @@
 """lm-evaluation-harness on a fake-quantised model (optional extra ``lm-eval``).
 
-``run_lm_eval`` wraps the in-memory model with ``HFLM(pretrained=model)``; the registered model
+``run_lm_eval`` evaluates the in-memory model through :func:`llmcore.lmeval.evaluate_model`;
+the registered model
 ``respin_fakequant`` (model_args ``respin_dir=DIR``) loads a ``save_quantized`` directory for
 ``lm_eval --model respin_fakequant --model_args respin_dir=DIR``.
 """
@@ -65,27 +66,27 @@ def run_lm_eval(
     num_fewshot: int | None = None,
     include_path: str | None = None,
 ) -> dict[str, Any]:
-    """Zero-shot scores: acc_norm where the task defines it, else acc (spec 2.5).
+    """Zero-shot scores of the in-memory (fake-quantised) model: acc_norm where the task defines
+    it, else acc, plus their average.
 
-    ``include_path``: a folder of extra lm-eval task YAMLs (e.g. a task over local files)."""
-    lm_eval = _require()
-    from lm_eval.models.huggingface import HFLM
+    Runs :func:`llmcore.lmeval.evaluate_model` on ``model`` as it is (hooks and fake quantisers
+    stay attached). ``include_path``: a folder of extra lm-eval task YAMLs (e.g. a task over
+    local files); ``limit``: documents per task."""
+    from llmcore.lmeval import evaluate_model
 
     if tokenizer is None:
         raise RespinError("lm-eval needs a tokenizer saved with the model")
-    register()
-    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
-    from lm_eval.tasks import TaskManager
-
-    out = lm_eval.simple_evaluate(
-        model=lm,
-        tasks=list(tasks),
+    out = evaluate_model(
+        model,
+        tokenizer,
+        list(tasks),
+        include_path=include_path,
         limit=limit,
+        batch_size=batch_size,
         num_fewshot=num_fewshot,
-        task_manager=TaskManager(include_path=include_path),
     )
     scores: dict[str, Any] = {}
-    for task, res in out["results"].items():
+    for task, res in out.get("results", {}).items():
         for key in ("acc_norm,none", "acc,none"):
             if key in res:
                 scores[task] = {"metric": key.split(",")[0], "value": res[key]}

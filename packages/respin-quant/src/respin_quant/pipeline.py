@@ -1,4 +1,4 @@
-"""End-to-end pipeline (rotate -> quantise) and the save/load format of spec section 5.2."""
+"""End-to-end pipeline (rotate -> quantise) and the save/load format of quantised checkpoints."""
 
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ def save_quantized(
     tokenizer: Any = None,
     packed: bool | None = None,
 ) -> Path:
-    """Write the spec 5.2 directory: fused weights (already on the quantisation grid), the
+    """Write a checkpoint directory: fused weights (already on the quantisation grid), the
     transitions, the rotations, ``respin_config.json`` and ``report.json``.
 
     ``packed`` (default: whenever weights are quantised to <= 8 bits) stores the quantised
@@ -226,9 +226,14 @@ def save_quantized(
 def load_quantized(
     out_dir: str | Path, *, dtype: torch.dtype | str | None = None, device: str | None = None
 ) -> nn.Module:
-    """Load a :func:`save_quantized` directory and re-attach hooks and fake quantisers."""
+    """Load a :func:`save_quantized` directory and re-attach hooks and fake quantisers.
+
+    ``dtype``: default the dtype the weights were saved in. ``device``: default the CPU. An
+    unpacked directory loads through :func:`llmcore.models.load_causal_lm` (safetensors only,
+    no remote code)."""
     from safetensors import safe_open
-    from transformers import AutoModelForCausalLM
+
+    from llmcore.models import load_causal_lm
 
     out = Path(out_dir)
     meta_p = out / "respin_config.json"
@@ -239,7 +244,7 @@ def load_quantized(
     if (out / PACKED_FILE).exists():
         model, scales = _load_packed(out, dtype)
     else:
-        model = AutoModelForCausalLM.from_pretrained(out, dtype=dtype or "auto").eval()
+        model = load_causal_lm(out, dtype=dtype or _saved_dtype(out), device="cpu")
     if device:
         model.to(device)
     d = check_model(model)
@@ -285,6 +290,12 @@ def load_quantized(
         RotationConfig(**meta["rotation_config"]) if meta.get("rotation_config") else None,
     )
     return model
+
+
+def _saved_dtype(out: Path) -> str:
+    """The dtype recorded in ``config.json`` (float32 when it records none)."""
+    cfg = json.loads((out / "config.json").read_text())
+    return str(cfg.get("dtype") or cfg.get("torch_dtype") or "float32")
 
 
 def _load_packed(out: Path, dtype: torch.dtype | str | None) -> tuple[nn.Module, dict[str, Tensor]]:

@@ -1,5 +1,5 @@
 """Post-training quantisation of a (rotated) model: RTN or GPTQ weights, per-token activations,
-KV cache (spec 2.5). Every decoder linear becomes a :class:`FakeQuantLinear`; embeddings and
+KV cache. Every decoder linear becomes a :class:`FakeQuantLinear`; embeddings and
 lm_head stay FP unless ``quantize_lm_head``.
 """
 
@@ -98,7 +98,7 @@ def _hessians(
 def quantize(
     model: nn.Module, q: QuantConfig, calib_ids: Tensor | None = None, *, progress: bool = False
 ) -> nn.Module:
-    """Replace decoder linears by fake-quant linears (spec 2.5), in place.
+    """Replace decoder linears by fake-quant linears, in place.
 
     RTN needs no data; GPTQ quantises layer by layer in order (q/k/v, o, gate/up, down), each
     group's Hessian taken from ``calib_ids`` [N, T] flowing through the already-quantised prefix.

@@ -1,4 +1,4 @@
-"""Simulated (fake) quantisers, spec section 2.5.
+"""Simulated (fake) quantisers.
 
 * weights: per-output-channel (or group-wise) symmetric RTN with an MSE clip search
   (scale = ratio * max|w|, pick the per-row minimiser of sum |q - w|^2.4), or GPTQ;

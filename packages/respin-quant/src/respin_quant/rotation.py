@@ -40,7 +40,7 @@ class RotationSet:
     info: dict[str, Any] = field(default_factory=dict)
 
     def transitions(self) -> list[Tensor]:
-        """[T_attn[0], T_ffn[0], T_attn[1], ...] (2L matrices, spec 2.2)."""
+        """[T_attn[0], T_ffn[0], T_attn[1], ...] (2L matrices)."""
         out = []
         for i in range(len(self.R_ffn)):
             out.append(self.R_attn[i].T @ self.R_ffn[i])
@@ -126,7 +126,7 @@ class RotationSet:
 
 
 def init_rotations(model: nn.Module, method: str = "respin", seed: int = 0) -> RotationSet:
-    """Initial rotations (spec 2.3.1): every residual basis = the same random Hadamard H.
+    """Initial rotations: every residual basis = the same random Hadamard H.
 
     One shared sign vector makes every transition exactly I at step 0; R_head are independent
     random Hadamards of the head dim. ``method='none'`` gives identities.
@@ -157,7 +157,7 @@ def polar(R: Tensor) -> Tensor:
 
 
 def approximate_transition(T: Tensor, r: int) -> tuple[Tensor, Tensor]:
-    """Residual subspace rotation (spec 2.4): (Q [D, r], M = R_sub - I_r [r, r]).
+    """Residual subspace rotation: (Q [D, r], M = R_sub - I_r [r, r]).
 
     Q spans the top-r left singular vectors of T - I; R_sub is the polar factor of Q^T T Q,
     so T_hat = I + Q M Q^T is exactly orthogonal, equals I for r = 0 and T for r = D.
@@ -196,7 +196,7 @@ def resolve_rank(rank: int | Literal["full"], D: int) -> int:
 
 @torch.no_grad()
 def fuse_norms(model: nn.Module, center_embeddings: bool = False) -> None:
-    """Fold every RMSNorm weight g into the next linears and set g = 1 (spec 2.1.2).
+    """Fold every RMSNorm weight g into the next linears and set g = 1.
 
     Unties lm_head first. ``center_embeddings`` (QuaRot/SpinQuant) subtracts each embedding
     row's mean; it changes the function of RMSNorm models and is off by default.
@@ -378,7 +378,7 @@ class OnlineState:
 
 
 def attach_online(model: nn.Module, state: OnlineState) -> None:
-    """Register the transition hooks (spec 5.1) and the down_proj Hadamard pre-hook."""
+    """Register the transition hooks and the down_proj Hadamard pre-hook."""
     for i, layer in enumerate(layers(model)):
         for norm, block, tr in (
             (layer.input_layernorm, layer.self_attn, state.attn[i]),
@@ -436,7 +436,7 @@ def apply_rotations(
     online_block: bool = False,
     center_embeddings: bool = False,
 ) -> nn.Module:
-    """Fuse a rotation set into ``model`` in place and attach the online hooks (spec 2.1-2.4).
+    """Fuse a rotation set into ``model`` in place and attach the online hooks.
 
     Paper mode (``rebase=False``): the blocks keep the learned bases, every transition T is
     replaced by its rank-r subspace rotation (r = 'full' is exact). ``rebase=True`` redefines the

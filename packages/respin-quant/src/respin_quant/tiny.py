@@ -1,23 +1,23 @@
-"""The tiny pre-trained model with activation outliers (spec section 6).
+"""The tiny pre-trained model with activation outliers.
 
 A 4-layer Llama (hidden 128, 4 heads, FFN 256, vocab 32) is pre-trained on a sparse order-2
-Markov source and cached on disk. Outliers are then injected exactly (function-preserving):
-fuse norms; rotate the residual basis into the eigenbasis of the residual second moment
-(largest direction -> channel 0); scale 2 v_proj output channels and 2 up_proj rows per layer
-by S and divide the matching o_proj / down_proj input columns by S.
+Markov source and cached in llmcore's zoo (:func:`llmcore.zoo.cached`, entry
+``respin-tiny-markov``; the key is every :class:`TinySpec` field plus a digest of this module's
+source). Outliers are then injected exactly (function-preserving): fuse norms; rotate the
+residual basis into the eigenbasis of the residual second moment (largest direction -> channel
+0); scale 2 v_proj output channels and 2 up_proj rows per layer by S and divide the matching
+o_proj / down_proj input columns by S.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -25,7 +25,13 @@ from torch import Tensor, nn
 from respin_quant.arch import layers
 from respin_quant.rotation import fuse_bases, fuse_norms
 
+if TYPE_CHECKING:
+    from llmcore.zoo import ZooEntry
+
 log = logging.getLogger(__name__)
+
+#: Zoo entry name of the tiny Markov Llama (``llmcore zoo list`` shows it).
+ENTRY = "respin-tiny-markov"
 
 
 @dataclass(frozen=True)
@@ -81,16 +87,8 @@ class MarkovSource:
     def entropy_ppl(self) -> float:
         """PPL of the true source (lower bound for a model, ignoring the first two tokens)."""
         p = self.probs.clamp_min(1e-30)
-        h = float(-(p * p.log()).sum(dim=1).mean())
+        h = (-(p * p.log()).sum(dim=1).mean()).item()
         return math.exp(h)
-
-
-def _cache_dir(spec: TinySpec) -> Path:
-    from llmcore.zoo.cache import cache_root, library_versions
-
-    blob = json.dumps({"spec": asdict(spec), "versions": library_versions()}, sort_keys=True)
-    key = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    return cache_root().parent / "respin-quant" / f"tiny-markov-{key}"
 
 
 def eval_ids(spec: TinySpec = TinySpec(), n: int = 256) -> Tensor:
@@ -101,7 +99,8 @@ def calib_ids(spec: TinySpec = TinySpec(), n: int = 128) -> Tensor:
     return MarkovSource(spec).sample(n, spec.seqlen, seed=2000)
 
 
-def _train(spec: TinySpec) -> nn.Module:
+def _train(spec: TinySpec, progress: bool = True) -> nn.Module:
+    from tqdm.auto import tqdm
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(spec.init_seed)
@@ -124,7 +123,14 @@ def _train(spec: TinySpec) -> nn.Module:
         opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / spec.steps))
     )
     model.train()
-    for step in range(spec.steps):
+    bar = tqdm(
+        range(spec.steps),
+        desc=f"{ENTRY} pre-training",
+        disable=not progress,
+        mininterval=1.0,
+        leave=False,
+    )
+    for step in bar:
         ids = src.sample(spec.batch, spec.seqlen, seed=spec.data_seed * 1_000_003 + step)
         logits = model(ids).logits[:, :-1]
         loss = nn.functional.cross_entropy(logits.reshape(-1, spec.vocab), ids[:, 1:].reshape(-1))
@@ -132,71 +138,108 @@ def _train(spec: TinySpec) -> nn.Module:
         loss.backward()
         opt.step()
         sched.step()
-        if step % 100 == 0:
-            log.info("tiny-markov step %d loss %.4f", step, loss.item())
+        if step % 25 == 0 or step == spec.steps - 1:
+            value = loss.detach().item()
+            bar.set_postfix(loss=f"{value:.4f}", refresh=False)
+            if step % 100 == 0:
+                log.info("%s step %d loss %.4f", ENTRY, step, value)
+    bar.close()
     return model.eval()
 
 
-def build_tiny(
-    spec: TinySpec = TinySpec(), *, force: bool = False, threads: int | None = None
-) -> Path:
-    """Train (once per machine) and cache the tiny Markov Llama; returns its directory.
+def tiny_material(spec: TinySpec = TinySpec()) -> dict[str, Any]:
+    """The zoo key material of ``spec``: every recipe field and the digest of this module."""
+    from llmcore import zoo
 
-    ``threads``: torch threads while training; ``None`` means ``$LLMCORE_ZOO_THREADS`` or 1,
-    as for llmcore's zoo. Not part of the cache key, although another thread count changes the
-    weights in the last bits (BLAS summation order)."""
-    from llmcore.zoo.cache import build_lock, install
+    return {"spec": asdict(spec), "code": zoo.code_digest(__name__)}
+
+
+def build_tiny_entry(
+    spec: TinySpec = TinySpec(),
+    *,
+    force: bool = False,
+    threads: int | None = None,
+    progress: bool = True,
+) -> ZooEntry:
+    """Train (once per machine) and cache the tiny Markov Llama; returns its zoo entry.
+
+    The entry folder holds the saved model; its metrics record the FP perplexity on
+    :func:`eval_ids`, the source's entropy perplexity, the training seconds and the thread
+    count. ``threads``: torch threads while training; ``None`` means ``$LLMCORE_ZOO_THREADS``
+    or 1, as for llmcore's zoo. Not part of the cache key, although another thread count
+    changes the weights in the last bits (BLAS summation order). ``progress`` shows a
+    progress bar while training (stderr)."""
+    from llmcore import zoo
 
     if threads is None:
         threads = int(os.environ.get("LLMCORE_ZOO_THREADS", "1"))
-    final = _cache_dir(spec)
-    if final.exists() and not force and (final / "respin_tiny.json").exists():
-        return final
-    with build_lock(final):
-        if final.exists() and not force and (final / "respin_tiny.json").exists():
-            return final
+
+    def make(tmp: Path) -> dict[str, Any]:
+        from respin_quant.evaluate import perplexity
+
         prev = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
             t0 = time.perf_counter()
-            model = _train(spec)
+            model = _train(spec, progress=progress)
             secs = time.perf_counter() - t0
+            ppl = perplexity(model, eval_ids(spec), seqlen=spec.seqlen)
         finally:
             torch.set_num_threads(prev)
-        from respin_quant.evaluate import perplexity
-
-        ppl = perplexity(model, eval_ids(spec), seqlen=spec.seqlen, batch_size=64)
-        tmp = final.with_name(final.name + ".tmp")
         model.save_pretrained(tmp)
-        meta = {
-            "spec": asdict(spec),
-            "build_seconds": secs,
+        log.info("built %s in %.1f s (FP PPL %.3f)", ENTRY, secs, ppl)
+        return {
+            "train_seconds": secs,
             "threads": threads,
             "fp_ppl": ppl,
             "source_ppl": MarkovSource(spec).entropy_ppl(),
         }
-        (tmp / "respin_tiny.json").write_text(json.dumps(meta, indent=2))
-        install(tmp, final)
-        log.info("built tiny-markov in %.1f s (FP PPL %.3f)", secs, ppl)
-    return final
+
+    return zoo.cached(
+        ENTRY,
+        tiny_material(spec),
+        make,
+        force=force,
+        progress=progress,
+        description="tiny Llama pre-trained on a sparse order-2 Markov source (respin-quant)",
+    )
+
+
+def build_tiny(
+    spec: TinySpec = TinySpec(),
+    *,
+    force: bool = False,
+    threads: int | None = None,
+    progress: bool = True,
+) -> Path:
+    """:func:`build_tiny_entry` and return the folder of the saved model."""
+    return build_tiny_entry(spec, force=force, threads=threads, progress=progress).path
 
 
 def tiny_meta(spec: TinySpec = TinySpec()) -> dict[str, Any]:
-    return json.loads((build_tiny(spec) / "respin_tiny.json").read_text())
+    """The recipe and build record of the cached model (builds it if missing)."""
+    entry = build_tiny_entry(spec)
+    return {
+        "spec": asdict(spec),
+        "key": entry.key,
+        "build_seconds": entry.build_seconds,
+        **entry.metrics,
+    }
 
 
 def load_tiny(spec: TinySpec = TinySpec(), dtype: torch.dtype = torch.float32) -> nn.Module:
-    from transformers import AutoModelForCausalLM
+    """The cached tiny model (built if missing), loaded on the CPU in eval mode."""
+    from llmcore.models import load_causal_lm
 
-    path = build_tiny(spec)
-    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).eval()
+    return load_causal_lm(build_tiny(spec), dtype=dtype, device="cpu")
 
 
 @torch.no_grad()
 def inject_outliers(
     model: nn.Module, calib: Tensor, scale: float = 50.0, seed: int = 0
 ) -> nn.Module:
-    """Exactly function-preserving outlier injection (spec section 6, steps a-c), in place."""
+    """Exactly function-preserving outlier injection, in place: fuse norms, rotate the residual
+    basis to the eigenbasis of its second moment, scale 2 v_proj / up_proj channels per layer."""
     fuse_norms(model)
     D = model.config.hidden_size
     C = torch.zeros(D, D, dtype=torch.float64)
