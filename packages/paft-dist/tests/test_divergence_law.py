@@ -1,4 +1,4 @@
-"""Spec §2.2 / §6.2-§6.3: the divergence law of noisy DDP and its exact identity."""
+"""The divergence law of noisy DDP and its exact identity."""
 
 from __future__ import annotations
 

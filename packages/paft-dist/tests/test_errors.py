@@ -1,4 +1,4 @@
-"""Spec §8: bad input gets clear errors (single-process gloo group where one is needed)."""
+"""Bad input gets clear errors (single-process gloo group where one is needed)."""
 
 from __future__ import annotations
 
@@ -92,3 +92,14 @@ def test_sharded_models_rejected(single_group: None) -> None:
     m.weight = torch.nn.Parameter(distribute_tensor(m.weight.detach(), mesh))
     with pytest.raises(NotImplementedError, match="DDP"):
         PAFT(m, torch.optim.SGD(m.parameters(), lr=0.1), PAFTConfig(mode="ddp"))
+
+
+def test_every_package_error_is_an_llmcore_error() -> None:
+    import paft_dist.errors as E
+
+    from llmcore.errors import LLMCoreError
+
+    classes = [v for v in vars(E).values() if isinstance(v, type) and issubclass(v, Exception)]
+    own = [c for c in classes if c.__module__ == E.__name__]
+    assert len(own) >= 8
+    assert all(issubclass(c, LLMCoreError) for c in own)

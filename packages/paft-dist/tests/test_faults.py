@@ -1,4 +1,4 @@
-"""Fault injector, in process (spec §2.7, §6.7)."""
+"""Fault injector, in process: determinism, targets, kinds."""
 
 from __future__ import annotations
 

@@ -6,10 +6,9 @@ Importing this package does not import torch; the public names load lazily.
 
 from __future__ import annotations
 
-import importlib
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
 
+from llmcore.lazy import lazy_exports
 from llmcore.registry import MethodInfo
 
 try:
@@ -27,36 +26,34 @@ METHOD = MethodInfo(
     tags=("distributed", "fault-tolerance", "training"),
 )
 
-_LAZY = {
-    "PAFTConfig": "paft_dist.config",
-    "FaultSpec": "paft_dist.config",
-    "ExperimentConfig": "paft_dist.config",
-    "PAFT": "paft_dist.paft",
-    "SyncEvent": "paft_dist.paft",
-    "FaultInjector": "paft_dist.faults",
-    "FaultEvent": "paft_dist.faults",
-    "parameter_divergence": "paft_dist.monitor",
-    "check_replicas": "paft_dist.monitor",
-    "tensor_fingerprint": "paft_dist.monitor",
-    "predicted_divergence": "paft_dist.monitor",
-    "DivergenceStats": "paft_dist.monitor",
-    "ReplicaReport": "paft_dist.monitor",
-    "run_experiment": "paft_dist.trainer",
-    "run_experiments": "paft_dist.trainer",
-    "ExperimentResult": "paft_dist.trainer",
-    "PAFTError": "paft_dist.errors",
-    "PAFTConfigError": "paft_dist.errors",
-    "FaultSpecError": "paft_dist.errors",
-    "UnsupportedOptimizerError": "paft_dist.errors",
-    "ReplicaCorruptionError": "paft_dist.errors",
-    "ReplicaMismatchError": "paft_dist.errors",
-    "DistributedSetupError": "paft_dist.errors",
+_EXPORTS = {
+    "PAFTConfig": ".config",
+    "FaultSpec": ".config",
+    "ExperimentConfig": ".config",
+    "PAFT": ".paft",
+    "SyncEvent": ".paft",
+    "FaultInjector": ".faults",
+    "FaultEvent": ".faults",
+    "parameter_divergence": ".monitor",
+    "check_replicas": ".monitor",
+    "tensor_fingerprint": ".monitor",
+    "predicted_divergence": ".monitor",
+    "DivergenceStats": ".monitor",
+    "ReplicaReport": ".monitor",
+    "run_experiment": ".trainer",
+    "run_experiments": ".trainer",
+    "ExperimentResult": ".trainer",
+    "save_checkpoint": ".checkpoint",
+    "load_checkpoint": ".checkpoint",
+    "PAFTError": ".errors",
+    "PAFTConfigError": ".errors",
+    "FaultSpecError": ".errors",
+    "UnsupportedOptimizerError": ".errors",
+    "ReplicaCorruptionError": ".errors",
+    "ReplicaMismatchError": ".errors",
+    "DistributedSetupError": ".errors",
+    "CheckpointError": ".errors",
 }
 
-__all__ = ["METHOD", "__version__", *_LAZY]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'paft_dist' has no attribute {name!r}")
+__all__ = ["METHOD", "__version__", *_EXPORTS]
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

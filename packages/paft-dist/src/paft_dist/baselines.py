@@ -1,4 +1,4 @@
-"""Baselines the paper (and its reviewers) compare against (spec §3, §5.2 `compare`).
+"""Baselines the paper (and its reviewers) compare against (the `compare` command).
 
 - fault-free DDP, noisy DDP (DSGD under gradient inconsistency, paper Def. 2.1)
 - noisy DDP + gradient clipping (reviewer-requested)

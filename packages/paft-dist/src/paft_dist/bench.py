@@ -1,5 +1,5 @@
 """`paft-dist bench`: fault-free DDP vs PAFT-Sync H=10 vs PAFT-Dyn, with and without faults, in
-one process group (spec §7): step-time ratio to DDP (median of repeats), exact communication
+one process group: step-time ratio to DDP (median of repeats), exact communication
 accounting, final loss, replica divergence over time, peak memory per rank; table, JSON, PNG."""
 
 from __future__ import annotations

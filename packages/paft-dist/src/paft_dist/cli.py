@@ -1,7 +1,11 @@
 """``paft-dist`` command line: train, compare, bench, theory, inject-check.
 
-``paft-dist --help`` does not import torch (heavy imports live inside the commands).
-`train` spawns --nproc local gloo processes, or runs in place when launched by torchrun.
+Every option is a field of an options dataclass below; llmcore.config turns the fields into flags
+and reads ``--config FILE`` (YAML, JSON or TOML with the same field names) first, so a flag typed
+on the command line always beats the file. Errors of this package (and of llmcore) print
+``paft-dist: error: ...`` and exit 2 (llmcore.cli.run_main). ``paft-dist --help`` does not import
+torch (heavy imports live inside the commands). `train` spawns --nproc local gloo processes, or
+runs in place when launched by torchrun.
 """
 
 from __future__ import annotations
@@ -10,175 +14,205 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from llmcore.cli import run_main
+from llmcore.config import add_config_arguments, config_from_args
+from paft_dist.errors import PAFTConfigError
+
+PROG = "paft-dist"
 
 
-def _train_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("training")
-    g.add_argument("--config", type=Path, default=None, help="YAML/JSON with the flags below")
-    g.add_argument("--model", default="mlp", help="mlp | tiny-lm | HF causal-LM id/path")
-    g.add_argument("--optimizer", default="sgd", choices=["sgd", "momentum", "adam", "adamw"])
-    g.add_argument("--lr", type=float, default=0.05, help="learning rate")
-    g.add_argument("--momentum", type=float, default=0.9, help="momentum of 'momentum'")
-    g.add_argument("--weight-decay", type=float, default=0.0)
-    g.add_argument("--steps", type=int, default=600)
-    g.add_argument("--batch-size", type=int, default=32, help="per rank")
-    g.add_argument("--nproc", type=int, default=2, help="local processes (ignored under torchrun)")
-    g.add_argument("--backend", default="gloo", choices=["gloo", "nccl"])
-    g.add_argument("--grad-clip", type=float, default=None, help="clip grad norm (baseline)")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--eval-every", type=int, default=50, help="divergence every k steps")
-    g.add_argument("--checkpoint-every", type=int, default=None, help="checkpoint period")
-    g.add_argument("--seq-len", type=int, default=64, help="LM sequence length")
-    g.add_argument("--out", type=Path, default=Path("paft-out"), help="output directory")
-    g = p.add_argument_group("PAFT")
-    g.add_argument("--mode", default="dyn", choices=["ddp", "sync", "dyn", "averager"])
-    g.add_argument("--sync-every", type=int, default=10, help="H (initial H for dyn)")
-    g.add_argument("--h-min", type=int, default=1)
-    g.add_argument("--h-max", type=int, default=100)
-    g.add_argument("--dyn-policy", default="snr", choices=["snr", "snr_raw", "budget"])
-    g.add_argument("--overlap", action=argparse.BooleanOptionalAction, default=None)
-    g.add_argument("--sync-state", default="all", choices=["none", "momentum", "all"])
-    g.add_argument("--state-sync-every", type=int, default=1)
-    g.add_argument("--reduce", default="mean", choices=["mean", "median", "majority"])
-    g.add_argument("--nonfinite", default="exclude", choices=["exclude", "raise", "ignore"])
-    g.add_argument("--verify-sync", action="store_true")
-    g.add_argument("--trigger", default="schedule", choices=["schedule", "checksum", "both"])
-    _fault_flags(p)
+@dataclass
+class TrainOptions:
+    """Training run, PAFT and fault-injection options."""
 
-
-def _fault_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("fault injection (inject options)")
-    g.add_argument(
-        "--fault", default="none", choices=["none", "gaussian", "bitflip", "scale", "zero"]
+    # training
+    model: str = field(default="mlp", metadata={"help": "mlp | tiny-lm | HF causal-LM id/path"})
+    optimizer: Literal["sgd", "momentum", "adam", "adamw"] = "sgd"
+    lr: float = field(default=0.05, metadata={"help": "learning rate"})
+    momentum: float = field(default=0.9, metadata={"help": "momentum of 'momentum'"})
+    weight_decay: float = 0.0
+    steps: int = 600
+    batch_size: int = field(default=32, metadata={"help": "per rank"})
+    nproc: int = field(default=2, metadata={"help": "local processes (ignored under torchrun)"})
+    backend: Literal["gloo", "nccl"] = "gloo"
+    grad_clip: float | None = field(default=None, metadata={"help": "clip grad norm (baseline)"})
+    seed: int = 0
+    eval_every: int = field(default=50, metadata={"help": "divergence every k steps"})
+    checkpoint_every: int | None = field(default=None, metadata={"help": "checkpoint period"})
+    seq_len: int = field(default=64, metadata={"help": "LM sequence length"})
+    out: Path = field(default=Path("paft-out"), metadata={"help": "output directory"})
+    # PAFT
+    mode: Literal["ddp", "sync", "dyn", "averager"] = field(
+        default="dyn", metadata={"help": "ddp | sync (PAFT-Sync) | dyn (PAFT-Dyn) | averager"}
     )
-    g.add_argument("--fault-ranks", default="all", help="'all' or e.g. 0,2")
-    s = g.add_mutually_exclusive_group()
-    s.add_argument("--sigma", type=float, default=None, help="gaussian std")
-    s.add_argument("--variance", type=float, default=None, help="gaussian per-element variance")
-    g.add_argument("--bits", default="23-30", help="bitflip candidate bits, e.g. 30 or 23-30")
-    g.add_argument("--num-elements", type=int, default=None)
-    g.add_argument("--fraction", type=float, default=1.0)
-    g.add_argument("--factor", type=float, default=-20.0, help="scale factor")
-    g.add_argument("--prob", type=float, default=1.0)
-    g.add_argument("--every", type=int, default=1)
-    g.add_argument("--burst-every", type=int, default=None)
-    g.add_argument("--burst-sigma", type=float, default=None)
-    g.add_argument("--fault-start", type=int, default=0)
-    g.add_argument("--fault-end", type=int, default=None)
-    g.add_argument("--inject-at", default="pre_step", choices=["pre_step", "comm_hook"])
-    g.add_argument("--fault-seed", type=int, default=0)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="paft-dist",
-        description="PAFT: fault-tolerant data-parallel training against silent gradient "
-        "corruption (torch.distributed; gloo on CPU, nccl on GPU)",
+    sync_every: int = field(default=10, metadata={"help": "H (initial H for dyn)"})
+    h_min: int = 1
+    h_max: int = 100
+    dyn_policy: Literal["snr", "snr_raw", "budget"] = "snr"
+    overlap: bool | None = field(
+        default=None, metadata={"help": "overlap the sync with the next step (None: dyn only)"}
     )
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("train", help="train with PAFT (spawns --nproc, or under torchrun)")
-    _train_flags(p)
-    p = sub.add_parser("compare", help="fault-free / noisy / clipped DDP vs PAFT-Sync H / PAFT-Dyn")
-    _train_flags(p)
-    p.add_argument("--sync-hs", default="1,10,50", help="PAFT-Sync periods to compare")
-    p = sub.add_parser("bench", help="step time, bytes, loss, divergence, memory (spec §7)")
-    _train_flags(p)
-    p.add_argument("--repeats", type=int, default=3)
-    p.set_defaults(nproc=4, steps=300, out=Path("paft-bench"))
-    p = sub.add_parser("theory", help="predicted divergence of noisy DDP (spec §2.2)")
-    p.add_argument("--d", type=int, required=True, help="number of parameters")
-    p.add_argument("--sigma", type=float, required=True, help="per-element noise std")
-    p.add_argument("--world-size", type=int, required=True)
-    p.add_argument("--lr", type=float, required=True)
-    p.add_argument("--steps", type=int, required=True)
-    p.add_argument("--points", type=int, default=10)
-    p = sub.add_parser("inject-check", help="a few steps: only target ranks change, reproducible")
-    _train_flags(p)
-    p.set_defaults(steps=20, mode="ddp", fault="scale", fault_ranks="1", every=5)
-    return ap
+    sync_state: Literal["none", "momentum", "all"] = field(
+        default="all", metadata={"help": "optimizer state averaged with the parameters"}
+    )
+    state_sync_every: int = 1
+    reduce: Literal["mean", "median", "majority"] = "mean"
+    nonfinite: Literal["exclude", "raise", "ignore"] = "exclude"
+    verify_sync: bool = False
+    trigger: Literal["schedule", "checksum", "both"] = "schedule"
+    # fault injection
+    fault: Literal["none", "gaussian", "bitflip", "scale", "zero"] = "none"
+    fault_ranks: str = field(default="all", metadata={"help": "'all' or e.g. 0,2"})
+    sigma: float | None = field(default=None, metadata={"help": "gaussian std (default 0.1)"})
+    variance: float | None = field(
+        default=None, metadata={"help": "gaussian per-element variance (instead of sigma)"}
+    )
+    bits: str = field(default="23-30", metadata={"help": "bitflip bits, e.g. 30 or 23-30"})
+    num_elements: int | None = None
+    fraction: float = 1.0
+    factor: float = field(default=-20.0, metadata={"help": "scale factor"})
+    prob: float = 1.0
+    every: int = 1
+    burst_every: int | None = None
+    burst_sigma: float | None = None
+    fault_start: int = 0
+    fault_end: int | None = None
+    inject_at: Literal["pre_step", "comm_hook"] = "pre_step"
+    fault_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sigma is not None and self.variance is not None:
+            raise PAFTConfigError(
+                f"give sigma ({self.sigma}) or variance ({self.variance}), not both"
+            )
 
 
-def _fault_from(ns: argparse.Namespace) -> Any:
+@dataclass
+class CompareOptions(TrainOptions):
+    """Training, PAFT and fault options, plus the PAFT-Sync periods to compare."""
+
+    sync_hs: str = field(default="1,10,50", metadata={"help": "PAFT-Sync periods to compare"})
+
+
+@dataclass
+class BenchOptions(TrainOptions):
+    """Training, PAFT and fault options of the benchmark (4 ranks, 300 steps by default)."""
+
+    nproc: int = field(default=4, metadata={"help": "local processes (ignored under torchrun)"})
+    steps: int = 300
+    out: Path = field(default=Path("paft-bench"), metadata={"help": "output directory"})
+    repeats: int = field(default=3, metadata={"help": "repeats (step time: median)"})
+
+
+@dataclass
+class InjectCheckOptions(TrainOptions):
+    """A few DDP steps with the fault injector (defaults: x(-20) on rank 1 every 5 steps)."""
+
+    steps: int = 20
+    mode: Literal["ddp", "sync", "dyn", "averager"] = "ddp"
+    fault: Literal["none", "gaussian", "bitflip", "scale", "zero"] = "scale"
+    fault_ranks: str = field(default="1", metadata={"help": "'all' or e.g. 0,2"})
+    every: int = 5
+
+
+@dataclass
+class TheoryOptions:
+    """Predicted replica divergence of noisy DDP with SGD."""
+
+    d: int = field(metadata={"help": "number of parameters"})
+    sigma: float = field(metadata={"help": "per-element noise std"})
+    world_size: int = field(metadata={"help": "number of replicas M"})
+    lr: float = field(metadata={"help": "constant learning rate"})
+    steps: int = field(metadata={"help": "steps"})
+    points: int = field(default=10, metadata={"help": "rows of the table"})
+
+
+def _fault_from(o: TrainOptions) -> Any:
     from paft_dist.config import FaultSpec
 
-    if ns.fault == "none":
+    if o.fault == "none":
         return []
-    sigma = (
-        ns.sigma
-        if ns.sigma is not None
-        else (ns.variance**0.5 if ns.variance is not None and ns.variance >= 0 else 0.1)
-    )
-    if ns.variance is not None and ns.variance < 0:
-        sigma = -1.0
-    burst = (ns.burst_every, ns.burst_sigma) if ns.burst_every is not None else None
+    if o.variance is not None:
+        if o.fault != "gaussian":
+            raise PAFTConfigError(f"variance is a gaussian option; fault={o.fault!r}")
+        sigma_kw: dict[str, Any] = {"kind": "gaussian"}
+        make = FaultSpec.from_variance
+        args: tuple[float, ...] = (o.variance,)
+    else:
+        sigma_kw = {"kind": o.fault, "sigma": 0.1 if o.sigma is None else o.sigma}
+        make = FaultSpec
+        args = ()
+    burst = (o.burst_every, o.burst_sigma) if o.burst_every is not None else None
+    if o.burst_every is not None and o.burst_sigma is None:
+        raise PAFTConfigError("burst_every needs burst_sigma (the std of the large burst)")
     return [
-        FaultSpec(
-            kind=ns.fault,
-            sigma=sigma,
-            fraction=ns.fraction,
-            bits=ns.bits,
-            num_elements=ns.num_elements,
-            factor=ns.factor,
-            prob=ns.prob,
-            every=ns.every,
-            start_step=ns.fault_start,
-            end_step=ns.fault_end,
+        make(
+            *args,
+            **sigma_kw,
+            fraction=o.fraction,
+            bits=o.bits,
+            num_elements=o.num_elements,
+            factor=o.factor,
+            prob=o.prob,
+            every=o.every,
+            start_step=o.fault_start,
+            end_step=o.fault_end,
             burst=burst,
-            ranks=ns.fault_ranks,
-            where=ns.inject_at,
-            seed=ns.fault_seed,
+            ranks=o.fault_ranks,
+            where=o.inject_at,
+            seed=o.fault_seed,
         )
     ]
 
 
-def _experiment_from(ns: argparse.Namespace) -> Any:
+def experiment_from_options(o: TrainOptions) -> Any:
+    """The ExperimentConfig that `train` runs for these options (WORLD_SIZE wins under torchrun)."""
     import os
 
     from paft_dist.config import ExperimentConfig, PAFTConfig
 
-    if ns.config is not None:
-        from llmcore.config import load_config_file
-
-        for k, v in load_config_file(ns.config).items():
-            key = k.replace("-", "_")
-            if not hasattr(ns, key):
-                raise SystemExit(f"unknown key {k!r} in {ns.config}")
-            setattr(ns, key, v)
     paft = PAFTConfig(
-        mode=ns.mode,
-        sync_every=ns.sync_every,
-        h_min=ns.h_min,
-        h_max=ns.h_max,
-        dyn_policy=ns.dyn_policy,
-        overlap=ns.overlap,
-        sync_optimizer_state=ns.sync_state,
-        state_sync_every=ns.state_sync_every,
-        reduce=ns.reduce,
-        nonfinite=ns.nonfinite,
-        verify_sync=ns.verify_sync,
-        trigger=ns.trigger,
+        mode=o.mode,
+        sync_every=o.sync_every,
+        h_min=o.h_min,
+        h_max=o.h_max,
+        dyn_policy=o.dyn_policy,
+        overlap=o.overlap,
+        sync_optimizer_state=o.sync_state,
+        state_sync_every=o.state_sync_every,
+        reduce=o.reduce,
+        nonfinite=o.nonfinite,
+        verify_sync=o.verify_sync,
+        trigger=o.trigger,
     )
-    world = int(os.environ.get("WORLD_SIZE", ns.nproc))
+    world = int(os.environ.get("WORLD_SIZE", o.nproc))
     return ExperimentConfig(
-        model=ns.model,
-        optimizer=ns.optimizer,
-        lr=ns.lr,
-        momentum=ns.momentum,
-        weight_decay=ns.weight_decay,
-        steps=ns.steps,
-        batch_size=ns.batch_size,
+        model=o.model,
+        optimizer=o.optimizer,
+        lr=o.lr,
+        momentum=o.momentum,
+        weight_decay=o.weight_decay,
+        steps=o.steps,
+        batch_size=o.batch_size,
         world_size=world,
-        backend=ns.backend,
+        backend=o.backend,
         paft=paft,
-        faults=_fault_from(ns),
-        grad_clip=ns.grad_clip,
-        seed=ns.seed,
-        eval_every=ns.eval_every,
-        checkpoint_every=ns.checkpoint_every,
-        seq_len=ns.seq_len,
+        faults=_fault_from(o),
+        grad_clip=o.grad_clip,
+        seed=o.seed,
+        eval_every=o.eval_every,
+        checkpoint_every=o.checkpoint_every,
+        seq_len=o.seq_len,
     )
+
+
+def options_from_args(ns: argparse.Namespace) -> Any:
+    """The options dataclass of the chosen subcommand: defaults, then --config, then flags."""
+    return config_from_args(ns.options_cls, ns)
 
 
 def _is_rank0() -> bool:
@@ -206,12 +240,14 @@ def cmd_train(ns: argparse.Namespace) -> int:
 
     from paft_dist.trainer import run_experiment
 
+    o = options_from_args(ns)
+    cfg = experiment_from_options(o)
     os.environ.setdefault("PAFT_PROGRESS", "1")
-    res = run_experiment(_experiment_from(ns), ns.out)
+    res = run_experiment(cfg, o.out)
     if _is_rank0():
         print(_HEAD)
-        print(_summary_line(ns.mode, res.summary))
-        print(f"results in {ns.out}/ (summary.json, metrics.rank*.jsonl, events.jsonl)")
+        print(_summary_line(o.mode, res.summary))
+        print(f"results in {o.out}/ (summary.json, metrics.rank*.jsonl, events.jsonl)")
     return 0
 
 
@@ -219,18 +255,25 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     from paft_dist.baselines import compare_configs
     from paft_dist.trainer import run_experiments
 
-    base = _experiment_from(ns)
-    hs = tuple(int(h) for h in ns.sync_hs.split(","))
-    cfgs = compare_configs(base, hs, grad_clip=ns.grad_clip or 1.0)
-    ns.out.mkdir(parents=True, exist_ok=True)
-    dirs = [ns.out / n.replace(" ", "_").replace("=", "").replace("+", "") for n in cfgs]
+    o = options_from_args(ns)
+    base = experiment_from_options(o)
+    try:
+        hs = tuple(int(h) for h in o.sync_hs.split(","))
+    except ValueError:
+        raise PAFTConfigError(
+            f"sync_hs={o.sync_hs!r}: use comma-separated ints, e.g. 1,10,50"
+        ) from None
+    cfgs = compare_configs(base, hs, grad_clip=o.grad_clip or 1.0)
+    out = o.out
+    out.mkdir(parents=True, exist_ok=True)
+    dirs = [out / n.replace(" ", "_").replace("=", "").replace("+", "") for n in cfgs]
     results = run_experiments(list(cfgs.values()), dirs)
     if not _is_rank0():
         return 0
     lines = [_HEAD] + [_summary_line(n, r.summary) for n, r in zip(cfgs, results, strict=True)]
     md = "\n".join(lines) + "\n"
-    (ns.out / "compare.md").write_text(md)
-    with (ns.out / "compare.csv").open("w") as f:
+    (out / "compare.md").write_text(md)
+    with (out / "compare.csv").open("w") as f:
         f.write("run,worst_test_loss,averaged_model_loss,max_divergence,syncs,sync_ratio\n")
         for n, r in zip(cfgs, results, strict=True):
             s = r.summary
@@ -246,22 +289,26 @@ def cmd_bench(ns: argparse.Namespace) -> int:
     from paft_dist.bench import format_table, run_bench
     from paft_dist.config import FaultSpec
 
-    base = _experiment_from(ns)
-    faults = _fault_from(ns) or [FaultSpec(kind="gaussian", sigma=0.1)]
-    rep = run_bench(base, faults[0], ns.out, repeats=ns.repeats)
+    o = options_from_args(ns)
+    base = experiment_from_options(o)
+    faults = _fault_from(o) or [FaultSpec(kind="gaussian", sigma=0.1)]
+    rep = run_bench(base, faults[0], o.out, repeats=o.repeats)
     if _is_rank0():
         print(format_table(rep["rows"]))
-        print(f"wrote {ns.out}/bench.json, bench.md and bench.png (with the 'plot' extra)")
+        print(f"wrote {o.out}/bench.json, bench.md and bench.png (with the 'plot' extra)")
     return 0
 
 
 def cmd_theory(ns: argparse.Namespace) -> int:
     from paft_dist.monitor import predicted_divergence
 
+    o = options_from_args(ns)
+    if o.points < 1 or o.steps < 1:
+        raise PAFTConfigError(f"points={o.points} and steps={o.steps} must be >= 1")
     print("| step | predicted max ||theta^m - theta_bar|| |\n|---|---|")
-    for i in range(1, ns.points + 1):
-        t = max(1, round(ns.steps * i / ns.points))
-        d = predicted_divergence(ns.d, ns.sigma, ns.world_size, [ns.lr] * t)
+    for i in range(1, o.points + 1):
+        t = max(1, round(o.steps * i / o.points))
+        d = predicted_divergence(o.d, o.sigma, o.world_size, [o.lr] * t)
         print(f"| {t} | {d:.4g} |")
     return 0
 
@@ -271,7 +318,7 @@ def cmd_inject_check(ns: argparse.Namespace) -> int:
 
     from paft_dist.trainer import run_experiments
 
-    base = _experiment_from(ns)
+    base = experiment_from_options(options_from_args(ns))
     base.paft.mode = "ddp"
     tmp = Path(tempfile.mkdtemp(prefix="paft-inject-"))
     a, b = run_experiments([base, base], [tmp / "a", tmp / "b"])
@@ -300,24 +347,31 @@ def cmd_inject_check(ns: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ns = build_parser().parse_args(argv)
-    from paft_dist.errors import PAFTError
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        description="PAFT: fault-tolerant data-parallel training against silent gradient "
+        "corruption (torch.distributed; gloo on CPU, nccl on GPU). Every command takes "
+        "--config FILE (same field names as the flags); typed flags override the file.",
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    commands = (
+        ("train", TrainOptions, cmd_train, "train with PAFT (spawns --nproc, or under torchrun)"),
+        ("compare", CompareOptions, cmd_compare, "fault-free/noisy/clipped DDP vs PAFT-Sync/Dyn"),
+        ("bench", BenchOptions, cmd_bench, "step time, bytes, loss, divergence, memory"),
+        ("theory", TheoryOptions, cmd_theory, "predicted divergence of noisy DDP"),
+        ("inject-check", InjectCheckOptions, cmd_inject_check, "only targets hit, reproducible"),
+    )
+    for name, cls, func, help_ in commands:
+        p = sub.add_parser(name, help=help_, description=cls.__doc__)
+        add_config_arguments(p, cls)
+        p.set_defaults(func=func, options_cls=cls)
+    return ap
 
-    try:
-        return {
-            "train": cmd_train,
-            "compare": cmd_compare,
-            "bench": cmd_bench,
-            "theory": cmd_theory,
-            "inject-check": cmd_inject_check,
-        }[ns.cmd](ns)
-    except PAFTError as e:
-        print(f"paft-dist: error: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:  # config validation of dataclasses
-        print(f"paft-dist: error: {e}", file=sys.stderr)
-        return 2
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: PAFT and llmcore errors print `paft-dist: error: ...` and return 2."""
+    return run_main(PROG, build_parser, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Configs of paft-dist: PAFTConfig (spec §5.1), FaultSpec (§2.7) and ExperimentConfig.
+"""Configs of paft-dist: PAFTConfig (the sync), FaultSpec (emulated corruption), ExperimentConfig.
 
 Dataclasses with CPU-safe defaults; every field carries `help` metadata so llmcore.config can turn
 them into flags and YAML. Validation raises PAFTConfigError / FaultSpecError naming the value.
@@ -28,7 +28,7 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...], err: type = PAFTCon
 
 @dataclass
 class PAFTConfig:
-    """PAFT-Sync / PAFT-Dyn settings (paper Alg. 1 and 2; spec §2.3-§2.6)."""
+    """PAFT-Sync / PAFT-Dyn settings (paper Alg. 1 and 2, plus the repairs of this package)."""
 
     mode: str = field(
         default="dyn",
@@ -47,7 +47,7 @@ class PAFTConfig:
         metadata={"help": "overlap the sync with the next step (default: on for dyn, off else)"},
     )
     sync_optimizer_state: str = field(
-        default="all", metadata={"help": "none | momentum (first moments) | all (spec §2.5)"}
+        default="all", metadata={"help": "none | momentum (first moments) | all (every moment)"}
     )
     state_sync_every: int = field(
         default=1, metadata={"help": "sync optimizer state every k-th parameter sync"}
@@ -121,7 +121,7 @@ def parse_bits(value: str | int | list[int] | tuple[int, ...]) -> list[int]:
 
 @dataclass
 class FaultSpec:
-    """One kind of emulated silent data corruption of the received gradient (spec §2.7)."""
+    """One kind of emulated silent data corruption of the received gradient."""
 
     kind: str = field(default="gaussian", metadata={"help": "none|gaussian|bitflip|scale|zero"})
     sigma: float = field(default=0.1, metadata={"help": "gaussian: std of the added noise"})
@@ -177,7 +177,7 @@ class FaultSpec:
 
 @dataclass
 class ExperimentConfig:
-    """One data-parallel training run of the small trainer (spec §5.1 `run_experiment`)."""
+    """One data-parallel training run of the small trainer (`run_experiment`)."""
 
     model: str = field(default="mlp", metadata={"help": "mlp | tiny-lm | HF causal-LM id/path"})
     optimizer: str = field(default="sgd", metadata={"help": "sgd | momentum | adam | adamw"})

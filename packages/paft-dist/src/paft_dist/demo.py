@@ -6,7 +6,7 @@ from typing import Any
 
 
 def run() -> dict[str, Any]:
-    """Fault-free DDP, noisy DDP and PAFT-Sync (H=10) on the synthetic MLP task (spec §6)."""
+    """Fault-free DDP, noisy DDP and PAFT-Sync (H=10) on the synthetic teacher task."""
     from paft_dist.config import ExperimentConfig, FaultSpec, PAFTConfig
     from paft_dist.trainer import run_experiments
 

@@ -1,9 +1,15 @@
-"""Exception hierarchy of paft-dist: every error raised on purpose derives from PAFTError."""
+"""Exception hierarchy of paft-dist: every error raised on purpose derives from PAFTError.
+
+PAFTError derives from llmcore's LLMCoreError, so one ``except LLMCoreError`` (and the shared
+CLI error policy) covers this package too.
+"""
 
 from __future__ import annotations
 
+from llmcore.errors import LLMCoreError
 
-class PAFTError(Exception):
+
+class PAFTError(LLMCoreError):
     """Base class of every error paft-dist raises on purpose."""
 
 
@@ -12,11 +18,11 @@ class PAFTConfigError(PAFTError, ValueError):
 
 
 class FaultSpecError(PAFTConfigError):
-    """A fault-injection spec is invalid (spec §2.7, §8)."""
+    """A fault-injection spec is invalid (kind, rate, bit positions, target ranks)."""
 
 
 class UnsupportedOptimizerError(PAFTError, TypeError):
-    """The optimizer's state cannot be averaged across replicas (spec §2.5, §8)."""
+    """The optimizer's state cannot be averaged across replicas (names the state key)."""
 
 
 class ReplicaMismatchError(PAFTError, RuntimeError):
@@ -24,7 +30,7 @@ class ReplicaMismatchError(PAFTError, RuntimeError):
 
 
 class ReplicaCorruptionError(PAFTError, RuntimeError):
-    """A sync found non-finite replicas it may not use (spec §2.6 `nonfinite`)."""
+    """A sync found non-finite replicas it may not use (`PAFTConfig.nonfinite`)."""
 
     def __init__(self, ranks: list[int], step: int, what: str = "non-finite parameters") -> None:
         super().__init__(
@@ -37,3 +43,7 @@ class ReplicaCorruptionError(PAFTError, RuntimeError):
 
 class DistributedSetupError(PAFTError, RuntimeError):
     """torch.distributed is not set up the way the requested mode needs."""
+
+
+class CheckpointError(PAFTError, ValueError):
+    """A checkpoint cannot be written or is not a valid paft-dist checkpoint (never unpickled)."""

@@ -1,4 +1,4 @@
-"""Seeded fault injector for the all-reduced gradient a rank receives (spec §2.7).
+"""Seeded fault injector for the all-reduced gradient a rank receives.
 
 Every draw is keyed by (seed, rank, step, global parameter index), so the DDP communication-hook
 injection point and the optimizer pre-step point corrupt the same elements by the same amounts.
@@ -66,7 +66,7 @@ class FaultEvent:
 
 
 class FaultInjector:
-    """Corrupts the received gradient of target ranks, deterministically (spec §2.7).
+    """Corrupts the received gradient of target ranks, deterministically.
 
     `attach(ddp_model)` registers a DDP comm hook for specs with where='comm_hook';
     `attach(optimizer)` registers an optimizer step pre-hook for where='pre_step'.

@@ -1,4 +1,4 @@
-"""Replica-divergence monitor (spec §2.2, §5.1): fingerprints, divergence, theory.
+"""Replica-divergence monitor: 64-bit fingerprints, measured and predicted replica divergence.
 
 Every function that takes a process group is a collective: all ranks must call it.
 """
@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+
+from paft_dist.errors import PAFTConfigError
 
 _INT_VIEW = {
     torch.float32: torch.int32,
@@ -31,7 +33,7 @@ def int_view(t: torch.Tensor) -> torch.Tensor:
 
 
 def tensor_fingerprint(t: torch.Tensor | Sequence[torch.Tensor]) -> int:
-    """64-bit position-weighted checksum of the raw bits (spec §2.6): sum_i (i+1)*bits_i mod 2^64.
+    """64-bit position-weighted checksum of the raw bits: sum_i (i+1)*bits_i mod 2^64.
 
     Order-sensitive; a single flipped bit changes it for any tensor below 2^33 elements.
     """
@@ -55,7 +57,7 @@ def flat_parameters(module: torch.nn.Module, dtype: torch.dtype | None = None) -
 
 @dataclass
 class DivergenceStats:
-    """||theta^m - mean|| for every rank (spec §2.2 Delta_t^m)."""
+    """||theta^m - mean|| for every rank (the divergence Delta_t^m of replica m)."""
 
     per_rank: list[float]
     mean_norm: float
@@ -150,9 +152,13 @@ def check_replicas(
 
 
 def predicted_divergence(d: int, sigma: float, world_size: int, lrs: Iterable[float]) -> float:
-    """Spec §2.2: sqrt(d sigma^2 (M-1)/M sum_s eta_s^2), the RMS of ||theta_bar - theta^m||."""
+    """sqrt(d sigma^2 (M-1)/M sum_s eta_s^2): the RMS of ||theta_bar - theta^m|| under noisy SGD.
+
+    Exact for plain SGD without weight decay: every replica applies the same mean gradient plus
+    its own N(0, sigma^2 I_d) noise, so theta^m - theta_bar is a sum of independent noise steps.
+    """
     if world_size < 1 or d < 0 or sigma < 0:
-        raise ValueError(
+        raise PAFTConfigError(
             f"need d >= 0, sigma >= 0, world_size >= 1 (got {d}, {sigma}, {world_size})"
         )
     s = sum(float(e) ** 2 for e in lrs)

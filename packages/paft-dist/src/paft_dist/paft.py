@@ -1,4 +1,4 @@
-"""PAFT-Sync and PAFT-Dyn around a user's model and optimizer (paper Alg. 1 and 2; spec §2.3-§2.6).
+"""PAFT-Sync and PAFT-Dyn around a user's model and optimizer (paper Alg. 1 and 2).
 
 Usage (inside any DDP training loop; every rank runs the same code)::
 
@@ -42,7 +42,7 @@ _ALL_MOMENTS = ("momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
 @dataclass
 class SyncEvent:
-    """One completed synchronisation (spec §5.3 events.jsonl)."""
+    """One completed synchronisation (a line of events.jsonl)."""
 
     step: int
     h_new: int
@@ -384,7 +384,7 @@ class PAFT:
         for w in pend["works"]:
             w.wait()
         groups = pend["groups"]
-        # pre-sync deviation D^m = ||theta^m - theta_bar|| over the parameters (spec §2.4 step 2)
+        # pre-sync deviation D^m = ||theta^m - theta_bar|| over the parameters, measured before loading the mean
         par_ids = {id(p) for p in self._params}
         dev2 = 0.0
         for ts, flat in groups:
@@ -453,7 +453,7 @@ class PAFT:
         return math.sqrt(sq)
 
     def _advance_schedule(self, measured: tuple[float, float, float | None] | None) -> float | None:
-        """Sync mode: next = t + H. Dyn mode: choose H_new (spec §2.4 steps 3-4)."""
+        """Sync mode: next = t + H. Dyn mode: choose H_new from the noise estimate and the policy."""
         cfg = self.cfg
         if cfg.mode == "sync" or measured is None:
             base = self.next_sync_step if cfg.mode == "sync" else self.t
@@ -517,10 +517,16 @@ class PAFT:
             self._pending = None
             return
         groups = self._groups(bool(pend["include_state"]))
-        if len(groups) != len(pend["flats"]):
+        if len(groups) != len(pend["flats"]) or any(
+            tuple(f.shape) != tuple(g.shape)
+            for (_, g), f in zip(groups, pend["flats"], strict=True)
+        ):
             raise PAFTConfigError("checkpoint's pending sync does not match this model/optimizer")
         self._pending = {
             **{k: v for k, v in pend.items() if k != "flats"},
-            "groups": [(ts, f.clone()) for (ts, _), f in zip(groups, pend["flats"], strict=True)],
+            "groups": [
+                (ts, f.to(device=g.device, dtype=g.dtype, copy=True))
+                for (ts, g), f in zip(groups, pend["flats"], strict=True)
+            ],
             "works": [],
         }

@@ -2,8 +2,9 @@
 
 `run_experiment(cfg)` spawns `cfg.world_size` processes (gloo on 127.0.0.1, a free port) or, when
 launched by torchrun (RANK/WORLD_SIZE set), runs in place. Every rank writes
-`metrics.rank{r}.jsonl`; rank 0 writes `config.json`, `events.jsonl` and `summary.json` (spec §5.3).
-Checkpoints (`ckpt/rank{r}.pt`, atomic) make a resumed run bitwise equal to an uninterrupted one.
+`metrics.rank{r}.jsonl`; rank 0 writes `config.json`, `events.jsonl` and `summary.json`.
+Checkpoints (`ckpt/rank{r}.safetensors`, atomic, no pickle: see `paft_dist.checkpoint`) make a
+resumed run bitwise equal to an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from paft_dist.checkpoint import load_checkpoint, save_checkpoint
 from paft_dist.config import ExperimentConfig, FaultSpec, PAFTConfig
-from paft_dist.errors import PAFTConfigError, PAFTError, ReplicaCorruptionError
+from paft_dist.errors import CheckpointError, PAFTConfigError, PAFTError, ReplicaCorruptionError
 
 MLP_IN, MLP_HIDDEN, MLP_OUT = 32, 64, 10
 TEST_SIZE = 2048
@@ -41,9 +43,17 @@ class ExperimentResult:
         return float(max(self.summary["test_loss"]))
 
     def final_params(self, rank: int) -> Any:
-        import torch
+        """Rank `rank`'s final flat parameter vector (runs with `save_params=True`)."""
+        from safetensors.torch import load_file
 
-        return torch.load(Path(self.out_dir) / f"params.rank{rank}.pt")
+        return load_file(Path(self.out_dir) / f"params.rank{rank}.safetensors")["params"]
+
+    def final_optimizer_state(self, rank: int) -> list[Any]:
+        """Rank `rank`'s final optimizer-state tensors, in parameter then key order."""
+        from safetensors.torch import load_file
+
+        st = load_file(Path(self.out_dir) / f"optstate.rank{rank}.safetensors")
+        return [st[f"{i}"] for i in range(len(st))]
 
 
 def free_port() -> int:
@@ -71,7 +81,7 @@ def config_from_json(d: dict[str, Any]) -> ExperimentConfig:
 
 # ---------------------------------------------------------------------------- tasks
 class _MLPTask:
-    """Synthetic teacher classification (spec §6): labels argmax(xW + 0.5 noise)."""
+    """Synthetic teacher classification: MLP 32-64-10, labels argmax(xW + 0.5 noise)."""
 
     def __init__(self, cfg: ExperimentConfig, rank: int) -> None:
         import torch
@@ -233,12 +243,22 @@ def make_optimizer(cfg: ExperimentConfig, params: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------- one rank
-def _atomic_torch_save(obj: Any, path: Path) -> None:
-    import torch
+def resume_state(out: str | Path, rank: int) -> dict[str, Any] | None:
+    """Rank `rank`'s checkpoint in run folder `out` (None when there is none to resume from).
 
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    Only safetensors checkpoints are read; a pickle checkpoint (the 0.1 format, `ckpt/rank{r}.pt`)
+    or a file that is not a valid checkpoint raises CheckpointError instead of being executed.
+    """
+    ckdir = Path(out) / "ckpt"
+    ckpt, legacy = ckdir / f"rank{rank}.safetensors", ckdir / f"rank{rank}.pt"
+    if ckpt.exists():
+        return load_checkpoint(ckpt)
+    if legacy.exists():
+        raise CheckpointError(
+            f"{legacy} is a pickle checkpoint (paft-dist 0.1 format); it is not loaded because "
+            "unpickling can run arbitrary code. Delete the ckpt/ folder to start this run over."
+        )
+    return None
 
 
 def _worker(
@@ -326,10 +346,10 @@ def _train_rank(cfg: ExperimentConfig, out: Path) -> None:
         paft.on_sync.append(_after_sync)
 
     ckdir = out / "ckpt"
-    ckpt = ckdir / f"rank{rank}.pt"
+    ckpt = ckdir / f"rank{rank}.safetensors"
     start = 0
-    if ckpt.exists():
-        sd = torch.load(ckpt, weights_only=False)
+    sd = resume_state(out, rank)
+    if sd is not None:
         module.load_state_dict(sd["model"])
         opt.load_state_dict(sd["optimizer"])
         task.set_rng_state(sd["rng"])
@@ -405,7 +425,7 @@ def _train_rank(cfg: ExperimentConfig, out: Path) -> None:
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0:
                 mf.flush()
                 ckdir.mkdir(exist_ok=True)
-                _atomic_torch_save(
+                save_checkpoint(
                     {
                         "step": step + 1,
                         "model": module.state_dict(),
@@ -444,7 +464,9 @@ def _train_rank(cfg: ExperimentConfig, out: Path) -> None:
     for p, s in zip(module.parameters(), saved, strict=True):
         p.data.copy_(s)
     if cfg.save_params:
-        torch.save(flat_parameters(module), out / f"params.rank{rank}.pt")
+        from safetensors.torch import save_file
+
+        save_file({"params": flat_parameters(module)}, str(out / f"params.rank{rank}.safetensors"))
         st = [
             v
             for pg in opt.param_groups
@@ -452,7 +474,10 @@ def _train_rank(cfg: ExperimentConfig, out: Path) -> None:
             for k, v in sorted(opt.state.get(q, {}).items())
             if isinstance(v, torch.Tensor) and v.dim() > 0
         ]
-        torch.save(st, out / f"optstate.rank{rank}.pt")
+        save_file(
+            {f"{i}": v.detach().contiguous() for i, v in enumerate(st)},
+            str(out / f"optstate.rank{rank}.safetensors"),
+        )
     local = {
         "rank": rank,
         "test_loss": ev["loss"],

@@ -3,7 +3,8 @@
     trainer = Trainer(..., args=TrainingArguments(use_cpu=True, ddp_backend="gloo"),
                       callbacks=[PAFTCallback(PAFTConfig(mode="sync", sync_every=10))])
 
-Launch with `torchrun --nproc-per-node 2 train.py`. Works unchanged with `trl.SFTTrainer`.
+Launch with `torchrun --nproc-per-node 2 train.py`. Works unchanged with `trl.SFTTrainer` (any
+Trainer subclass that passes `model` and `optimizer` to its callbacks).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from typing import Any
 from transformers import TrainerCallback
 
 from paft_dist.config import FaultSpec, PAFTConfig
+from paft_dist.errors import PAFTError
 
 
 class PAFTCallback(TrainerCallback):
-    """On `on_train_begin`, wraps the Trainer's model/optimizer with PAFT (spec §5.4)."""
+    """On `on_train_begin`, wraps the Trainer's model/optimizer with PAFT (and the injector)."""
 
     def __init__(
         self, config: PAFTConfig | None = None, fault_specs: Sequence[FaultSpec] | None = None
@@ -35,7 +37,10 @@ class PAFTCallback(TrainerCallback):
 
         model, optimizer = kwargs.get("model"), kwargs.get("optimizer")
         if model is None or optimizer is None:
-            raise RuntimeError("PAFTCallback needs the Trainer's model and optimizer")
+            raise PAFTError(
+                "PAFTCallback needs the Trainer's model and optimizer in on_train_begin; "
+                "attach it through Trainer(callbacks=[...]), not after training started"
+            )
         if self.fault_specs:
             self.injector = FaultInjector(self.fault_specs).attach(optimizer)
         self.paft = PAFT(model, optimizer, self.config).attach()
