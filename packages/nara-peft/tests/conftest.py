@@ -11,7 +11,7 @@ TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 @pytest.fixture
 def base():
-    """The spec's tiny Llama (random init; property tests need no training)."""
+    """The tiny Llama of the synthetic experiment (random init; property tests need no training)."""
     from nara_peft.synth import tiny_model
 
     return tiny_model(0).eval()

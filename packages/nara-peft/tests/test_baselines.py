@@ -22,7 +22,7 @@ def test_matched_lora_rank_and_counts(base):
     real = sum(p.numel() for p in model.parameters() if p.requires_grad)
     assert nara_param_count(cfg, dims) == real == 6224
     lora = matched_lora_config(cfg, base)
-    assert lora.r == 6 and lora.lora_alpha == 6  # 6,144 params, the spec's LoRA r6 arm
+    assert lora.r == 6 and lora.lora_alpha == 6  # 6,144 params, the LoRA r6 arm of the experiment
     const = constant_config(cfg)
     const_model = get_nara_model(copy.deepcopy(base), const)
     n_const = sum(p.numel() for p in const_model.parameters() if p.requires_grad)

@@ -1,7 +1,7 @@
-"""Paper claim on the spec §6 noise-regime task: a noise-aware update beats static LoRA at
+"""Paper claim on the synthetic noise-regime task: a noise-aware update beats static LoRA at
 (near-)equal trainable parameters, and the gain comes from conditioning on lambda.
 
-Margins are the issue's: for each seed, CE(NaRA r4) < CE(LoRA r6) - 0.05 and
+Margins (fixed before the runs): for each seed, CE(NaRA r4) < CE(LoRA r6) - 0.05 and
 CE(NaRA r4) < CE(NaRA-constant r4). Calibration run (this code, 2 cores, torch 2.14):
 mean CE over t in {0.1, 0.3, 0.7, 0.9} -- seed 0: NaRA r4 0.457, LoRA r6 0.540, LoRA r4 0.565,
 NaRA-const r4 0.565; seed 1: 0.454 / 0.553 / 0.581 / 0.576.

@@ -151,3 +151,44 @@ def test_train_bad_method_and_missing_model(tmp_path, capsys):
     )
     assert rc == 2
     assert "nara-peft: error" in capsys.readouterr().err
+
+
+def test_train_flag_beats_config_file(tmp_path):
+    """``--config`` sets any TrainConfig field; a typed flag overrides the file, an untyped
+    one leaves the file's value."""
+    from nara_peft.cli import build_parser
+    from nara_peft.options import TrainConfig
+
+    from llmcore.config import config_from_args
+
+    cfg_file = tmp_path / "run.yaml"
+    cfg_file.write_text("r: 16\nlr: 2e-4\nmethod: lora\ntarget_modules: [q_proj]\n")
+    args = build_parser().parse_args(["train", "--config", str(cfg_file), "--r", "4"])
+    cfg = config_from_args(TrainConfig, args)
+    assert (cfg.r, cfg.lr, cfg.method, cfg.target_modules) == (4, 2e-4, "lora", ["q_proj"])
+    assert cfg.grad_accum == TrainConfig().grad_accum
+
+
+def test_bench_flags_and_config(tmp_path):
+    from nara_peft.cli import build_parser
+    from nara_peft.options import BenchConfig
+
+    from llmcore.config import config_from_args
+
+    cfg_file = tmp_path / "bench.json"
+    cfg_file.write_text('{"seeds": [0, 1], "steps": 50, "midsize": false}')
+    argv = ["bench", "--config", str(cfg_file), "--steps", "7", "--reps", "2"]
+    cfg = config_from_args(BenchConfig, build_parser().parse_args(argv))
+    assert cfg == BenchConfig(seeds=(0, 1), steps=7, timing_reps=2, midsize=False)
+
+
+def test_config_errors_are_one_line(tmp_path, capsys):
+    from nara_peft.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rank: 4\n")
+    assert main(["train", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("nara-peft: error: ") and "'rank'" in err and "'r'" in err
+    assert main(["train", "--r", "0"]) == 2
+    assert "r must be >= 1" in capsys.readouterr().err

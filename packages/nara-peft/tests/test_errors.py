@@ -1,4 +1,4 @@
-"""Bad input gives clear errors (spec §8)."""
+"""Bad input gives clear errors."""
 
 from __future__ import annotations
 
@@ -130,3 +130,28 @@ def test_old_peft_detected(monkeypatch):
     monkeypatch.delattr(BaseTuner, "_remap_adapter_state_dict_for_load")
     with pytest.raises(NaraVersionError, match=r"peft>=0\.21"):
         _check_peft()
+
+
+def test_errors_derive_from_llmcore_root():
+    import nara_peft
+
+    from llmcore.errors import LLMCoreError
+
+    for name in nara_peft.__all__:
+        if name.startswith("Nara") and name.endswith("Error"):
+            assert issubclass(getattr(nara_peft, name), LLMCoreError), name
+
+
+def test_lazy_exports_stay_torch_free():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nara_peft\n"
+        "assert 'torch' not in sys.modules\n"
+        "nara_peft.NaraError\n"
+        "assert 'torch' not in sys.modules and 'NaraConfig' in dir(nara_peft)\n"
+        "try:\n    nara_peft.nope\nexcept AttributeError as e:\n    assert 'nope' in str(e)\n"
+        "else:\n    raise SystemExit('no AttributeError')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""Invariants of spec §6 (exact or to float tolerance)."""
+"""Exactness invariants (exact or to float tolerance)."""
 
 from __future__ import annotations
 
@@ -251,6 +251,79 @@ def test_generate_deterministic(base):
     assert torch.equal(a, b)
     assert torch.equal(a[:, :6], prompt)
     assert not (a == MASK_ID).any()
+
+
+def test_generate_is_llmcore_sampler_for_plain_models(base):
+    """Without NaRA, CFG or EOS, ``generate`` is exactly llmcore's ``llada_generate``."""
+    from nara_peft import generate
+    from nara_peft.synth import MASK_ID
+
+    from llmcore.diffusion import llada_generate
+
+    prompt = torch.randint(0, 16, (3, 5), generator=torch.Generator().manual_seed(4))
+    for temperature, remasking in ((0.0, "low_confidence"), (0.8, "random")):
+        kw = dict(gen_length=8, steps=8, block_length=4, temperature=temperature)
+        a = generate(
+            base,
+            prompt,
+            mask_token_id=MASK_ID,
+            remasking=remasking,
+            pass_noise=False,
+            generator=torch.Generator().manual_seed(5),
+            **kw,
+        )
+        b = llada_generate(
+            base,
+            prompt,
+            MASK_ID,
+            remasking=remasking,
+            generator=torch.Generator().manual_seed(5),
+            **kw,
+        )
+        assert torch.equal(a, b), (temperature, remasking)
+
+
+def test_generate_passes_answer_mask_fraction_each_step(base):
+    """lambda at every denoising step is the masked fraction of the answer canvas (per row);
+    ``inference_noise='full_sequence'`` counts the prompt too."""
+    from nara_peft import generate
+    from nara_peft.synth import MASK_ID
+
+    model = _nontrivial(base)
+    seen = []
+    forward = model.forward
+
+    def spy(*args, **kw):
+        seen.append((kw["input_ids"].clone(), kw["noise_level"].clone()))
+        return forward(*args, **kw)
+
+    model.forward = spy
+    prompt = torch.randint(0, 16, (2, 4), generator=torch.Generator().manual_seed(6))
+    generate(model, prompt, mask_token_id=MASK_ID, steps=6, gen_length=6, block_length=3)
+    assert len(seen) == 6
+    torch.testing.assert_close(seen[0][1], torch.ones(2))
+    for x, lam in seen:
+        torch.testing.assert_close(lam, (x[:, 4:] == MASK_ID).float().mean(1))
+    seen.clear()
+    generate(
+        model,
+        prompt,
+        mask_token_id=MASK_ID,
+        steps=3,
+        gen_length=6,
+        block_length=6,
+        inference_noise="full_sequence",
+    )
+    torch.testing.assert_close(seen[0][1], torch.full((2,), 6 / 10))
+
+
+def test_generate_eos_fills_after_the_block_every_row_ended(base):
+    from nara_peft.diffusion import _eos_fill
+
+    x = torch.tensor([[1, 2, 3, 9, 4, 5, 6, 7], [1, 9, 3, 3, 4, 9, 6, 7]])
+    out = _eos_fill(x.clone(), prompt_length=2, block_length=2, eos=9)
+    # row 0 ends in block [2:4], row 1 in [4:6]: everything after position 6 becomes EOS
+    assert out.tolist() == [[1, 2, 3, 9, 4, 5, 9, 9], [1, 9, 3, 3, 4, 9, 9, 9]]
 
 
 def test_llada_ff_out_only_inside_blocks():

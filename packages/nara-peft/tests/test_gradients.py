@@ -1,4 +1,4 @@
-"""The hypernetwork receives gradients (spec §6 invariant 6, issue (f))."""
+"""The hypernetwork receives gradients."""
 
 from __future__ import annotations
 

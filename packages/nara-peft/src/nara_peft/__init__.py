@@ -13,6 +13,7 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+from llmcore.lazy import lazy_exports
 from llmcore.registry import MethodInfo
 
 try:
@@ -31,29 +32,29 @@ METHOD = MethodInfo(
 )
 
 _LAZY = {
-    "NaraConfig": "nara_peft.config",
-    "NaraPeftType": "nara_peft.config",
-    "reference_config": "nara_peft.config",
-    "NaraModel": "nara_peft.model",
-    "noise_context": "nara_peft.model",
-    "core_matrix": "nara_peft.model",
-    "stage1": "nara_peft.model",
-    "smoothness_penalty": "nara_peft.model",
-    "NaraLinear": "nara_peft.layer",
-    "NaraLayer": "nara_peft.layer",
-    "compute_noise_level": "nara_peft.noise",
-    "noise_density": "nara_peft.noise",
-    "register": "nara_peft.register",
-    "get_nara_model": "nara_peft.api",
-    "diffusion_sft_loss": "nara_peft.diffusion",
-    "generate": "nara_peft.diffusion",
-    "NaraDiffusionTrainer": "nara_peft.trainer",
-    "NaraError": "nara_peft.errors",
-    "NaraConfigError": "nara_peft.errors",
-    "NaraNoiseLevelError": "nara_peft.errors",
-    "NaraMergeError": "nara_peft.errors",
-    "NaraDataError": "nara_peft.errors",
-    "NaraVersionError": "nara_peft.errors",
+    "NaraConfig": ".config",
+    "NaraPeftType": ".config",
+    "reference_config": ".config",
+    "NaraModel": ".model",
+    "noise_context": ".model",
+    "core_matrix": ".model",
+    "stage1": ".model",
+    "smoothness_penalty": ".model",
+    "NaraLinear": ".layer",
+    "NaraLayer": ".layer",
+    "compute_noise_level": ".noise",
+    "noise_density": ".noise",
+    "register": ".register",
+    "get_nara_model": ".api",
+    "diffusion_sft_loss": ".diffusion",
+    "generate": ".diffusion",
+    "NaraDiffusionTrainer": ".trainer",
+    "NaraError": ".errors",
+    "NaraConfigError": ".errors",
+    "NaraNoiseLevelError": ".errors",
+    "NaraMergeError": ".errors",
+    "NaraDataError": ".errors",
+    "NaraVersionError": ".errors",
 }
 
 __all__ = ["METHOD", "__version__", *_LAZY]
@@ -96,9 +97,12 @@ elif not any(isinstance(f, _RegisterAfterPeft) for f in sys.meta_path):
     sys.meta_path.insert(0, _RegisterAfterPeft())
 
 
+_lazy_getattr, __dir__ = lazy_exports(__name__, _LAZY)
+
+
 def __getattr__(name: str) -> Any:
-    mod = _LAZY.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'nara_peft' has no attribute {name!r}")
-    importlib.import_module("nara_peft.register").register()
-    return getattr(importlib.import_module(mod), name)
+    """Lazy export; anything beyond the error classes also makes sure NARA is registered."""
+    value = _lazy_getattr(name)
+    if _LAZY[name] != ".errors":
+        importlib.import_module("nara_peft.register").register()
+    return value

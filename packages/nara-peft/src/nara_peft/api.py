@@ -1,4 +1,4 @@
-"""``get_nara_model``: wrap a model with NaRA via PEFT (spec §5.1)."""
+"""``get_nara_model``: wrap a model with NaRA via PEFT."""
 
 from __future__ import annotations
 

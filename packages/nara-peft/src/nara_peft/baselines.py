@@ -1,4 +1,4 @@
-"""Baselines at matched trainable-parameter count (spec §6, issue 7).
+"""Baselines at matched trainable-parameter count.
 
 * LoRA with rank ``r'`` whose parameter count is closest to NaRA's (A, B plus the mapper);
 * NaRA-constant: the same r x r extra factor without lambda (``input_mode='constant'``).
@@ -13,7 +13,7 @@ from nara_peft.config import NaraConfig
 
 
 def nara_param_count(config: NaraConfig, layer_dims: list[tuple[int, int]]) -> int:
-    """Closed form (spec §2.5): r(d_in + d_out) per layer + mapper (+ learnable embedding)."""
+    """Closed form: r(d_in + d_out) per layer + mapper (+ learnable embedding)."""
     r = config.r
     lora = sum(r * (di + do) for di, do in layer_dims)
     if config.input_mode == "constant":

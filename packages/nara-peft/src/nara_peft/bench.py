@@ -1,6 +1,6 @@
-"""Side-by-side benchmark: NaRA vs LoRA r4/r6 vs NaRA-constant (spec §6-§7, issue 7).
+"""Side-by-side benchmark: NaRA vs LoRA r4/r6 vs NaRA-constant.
 
-Quality (final train loss, held-out masked CE/accuracy per noise level) on the §6 task, plus
+Quality (final train loss, held-out masked CE/accuracy per noise level) on the synthetic noise-regime task, plus
 cost ratios to LoRA at equal r: training step time, denoising-step latency, peak training
 memory (saved activations + adapter parameters/gradients/AdamW state), on the tiny model and a
 mid-size config (hidden 512, 8 layers, seq 256, batch 4, r 16).
@@ -11,13 +11,13 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from nara_peft.options import BenchConfig
 from nara_peft.synth import (
     MASK_ID,
     SynthSpec,
@@ -27,17 +27,6 @@ from nara_peft.synth import (
     run_experiment,
     trainable_params,
 )
-
-
-@dataclass
-class BenchConfig:
-    """Knobs of ``nara-peft bench`` (CPU-safe defaults)."""
-
-    seeds: tuple[int, ...] = field(default=(0,), metadata={"help": "Fine-tuning seeds."})
-    steps: int = field(default=400, metadata={"help": "Fine-tuning steps per arm."})
-    eval_n: int = field(default=2000, metadata={"help": "Held-out sequences per noise level."})
-    timing_reps: int = field(default=10, metadata={"help": "Timed repetitions (best of)."})
-    midsize: bool = field(default=True, metadata={"help": "Also time the mid-size config."})
 
 
 def _best_time(fn: Any, reps: int) -> float:

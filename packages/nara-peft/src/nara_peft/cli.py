@@ -1,4 +1,4 @@
-"""``nara-peft`` CLI: train, generate, eval, inspect, bench, synth-bench (spec §5.5).
+"""``nara-peft`` CLI: train, generate, eval, inspect, bench, synth-bench.
 
 ``--help`` imports neither torch nor peft; each command imports what it needs.
 """
@@ -9,6 +9,10 @@ import argparse
 import json
 import sys
 from typing import Any
+
+from llmcore.cli import run_main
+from llmcore.config import add_config_arguments
+from nara_peft.options import BenchConfig, TrainConfig
 
 
 def _load(model_id: str, adapter: str | None, device: str | None) -> tuple[Any, Any, bool]:
@@ -83,10 +87,10 @@ def _gen_texts(
 
 
 def cmd_train(a: argparse.Namespace) -> int:
-    from llmcore.config import namespace_to_config
-    from nara_peft.finetune import TrainConfig, train
+    from llmcore.config import config_from_args
+    from nara_peft.finetune import train
 
-    cfg = namespace_to_config(TrainConfig, a)
+    cfg = config_from_args(TrainConfig, a)
     print(json.dumps(train(cfg, progress=not a.quiet), indent=2))
     return 0
 
@@ -189,16 +193,11 @@ def cmd_inspect(a: argparse.Namespace) -> int:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
+    from llmcore.config import config_from_args
     from llmcore.data import atomic_write_json
-    from nara_peft.bench import BenchConfig, format_table, plot_buckets, run_bench
+    from nara_peft.bench import format_table, plot_buckets, run_bench
 
-    cfg = BenchConfig(
-        seeds=tuple(a.seeds),
-        steps=a.steps,
-        eval_n=a.eval_n,
-        timing_reps=a.reps,
-        midsize=not a.no_midsize,
-    )
+    cfg = config_from_args(BenchConfig, a)
     report = run_bench(cfg, progress=not a.quiet)
     print(format_table(report))
     if a.json:
@@ -228,32 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    t = sub.add_parser(
-        "train",
-        help="fine-tune with NaRA / LoRA / NaRA-constant",
-        argument_default=argparse.SUPPRESS,
-    )
-    t.add_argument("--config", help="YAML file with TrainConfig fields")
-    t.add_argument("--model", help="hub id or local path")
-    t.add_argument("--data", help="JSONL (prompt/response, messages or instruction/output)")
-    t.add_argument("--method", choices=["nara", "lora", "nara-constant"])
-    t.add_argument("--out", help="output directory")
-    t.add_argument("--r", type=int)
-    t.add_argument("--c-scale", type=float)
-    t.add_argument("--target-modules", nargs="+")
-    t.add_argument("--lora-dropout", type=float)
-    t.add_argument("--lr", type=float)
-    t.add_argument("--epochs", type=int)
-    t.add_argument("--max-length", type=int)
-    t.add_argument("--batch-size", type=int)
-    t.add_argument("--grad-accum", type=int)
-    t.add_argument("--mask-token-id", type=int)
-    t.add_argument("--stage-1", type=float)
-    t.add_argument("--seed", type=int)
-    t.add_argument("--max-steps", type=int)
-    t.add_argument("--device")
-    t.add_argument("--dtype")
-    t.set_defaults(fn=cmd_train)
+    t = sub.add_parser("train", help="fine-tune with NaRA / LoRA / NaRA-constant")
+    add_config_arguments(t, TrainConfig)
+    t.set_defaults(func=cmd_train)
 
     g = sub.add_parser("generate", help="sample with the LLaDA sampler (lambda per step)")
     g.add_argument("--model", required=True)
@@ -262,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--prompt")
     src.add_argument("--prompts", help="JSONL with 'prompt' (or 'instruction')")
     _sampler_args(g)
-    g.set_defaults(fn=cmd_generate)
+    g.set_defaults(func=cmd_generate)
 
     e = sub.add_parser("eval", help="generate for a JSONL eval set and score exact/numeric match")
     e.add_argument("--model", required=True)
@@ -271,44 +247,36 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--limit", type=int, default=None)
     e.add_argument("--out", default="nara-eval.jsonl", help="per-example results (resumable)")
     _sampler_args(e)
-    e.set_defaults(fn=cmd_eval)
+    e.set_defaults(func=cmd_eval)
 
     i = sub.add_parser("inspect", help="parameter breakdown and ||C(lambda) - I|| over a grid")
     i.add_argument("--adapter", required=True)
     i.add_argument("--grid", type=int, default=11)
-    i.set_defaults(fn=cmd_inspect)
+    i.set_defaults(func=cmd_inspect)
 
     b = sub.add_parser("bench", help="NaRA vs LoRA r4/r6 vs NaRA-constant: quality and cost")
-    b.add_argument("--seeds", type=int, nargs="+", default=[0])
-    b.add_argument("--steps", type=int, default=400)
-    b.add_argument("--eval-n", type=int, default=2000)
-    b.add_argument("--reps", type=int, default=10, help="timed repetitions (best of)")
-    b.add_argument("--no-midsize", action="store_true")
+    add_config_arguments(b, BenchConfig)
+    b.add_argument(
+        "--reps", dest="timing_reps", type=int, default=argparse.SUPPRESS, help="= --timing-reps"
+    )
     b.add_argument("--json", default=None)
     b.add_argument("--plot", default=None, help="PNG of CE per noise-level bucket")
-    b.set_defaults(fn=cmd_bench)
+    b.set_defaults(func=cmd_bench)
 
-    s = sub.add_parser("synth-bench", help="the spec §6 experiment (2 seeds x 4 arms)")
+    s = sub.add_parser(
+        "synth-bench", help="the synthetic noise-regime experiment (2 seeds x 4 arms)"
+    )
     s.add_argument("--seeds", type=int, default=2)
     s.add_argument("--json", default=None)
     s.add_argument("--resume", default=None, help="JSONL of finished rows (resumable)")
-    s.set_defaults(fn=cmd_synth_bench)
+    s.set_defaults(func=cmd_synth_bench)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``nara-peft``."""
-    args = build_parser().parse_args(argv)
-    try:
-        return int(args.fn(args))
-    except Exception as e:  # clear one-line errors for the package's and llmcore's own errors
-        from llmcore.errors import LLMCoreError
-        from nara_peft.errors import NaraError
-
-        if isinstance(e, (NaraError, LLMCoreError)):
-            print(f"nara-peft: error: {e}", file=sys.stderr)
-            return 2
-        raise
+    """Entry point of ``nara-peft``: a package or llmcore error prints ``nara-peft: error: ...``
+    and returns 2; anything else is a bug and raises."""
+    return run_main("nara-peft", build_parser, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""NaRA configuration: a :class:`peft.PeftConfig` subclass (paper §3, spec §2.1 / §5.1)."""
+"""NaRA configuration: a :class:`peft.PeftConfig` subclass (paper §3)."""
 
 from __future__ import annotations
 
@@ -174,7 +174,7 @@ class NaraConfig(PeftConfig):
 
     @property
     def scaling(self) -> float:
-        """s = (lora_alpha / r) * scale_ab (spec §2.1)."""
+        """s = (lora_alpha / r) * scale_ab."""
         alpha = self.r if self.lora_alpha is None else self.lora_alpha
         return alpha / self.r * self.scale_ab
 
@@ -195,7 +195,7 @@ class NaraConfig(PeftConfig):
 
 
 def reference_config(model_type: str = "llada", **overrides: object) -> NaraConfig:
-    """The official LLaDA-8B-Instruct hyper-parameters (spec §2.1, all three task configs)."""
+    """The official LLaDA-8B-Instruct hyper-parameters."""
     targets = LLADA_TARGETS if model_type == "llada" else DEFAULT_TARGETS
     kw: dict[str, object] = dict(
         r=32,

@@ -1,4 +1,4 @@
-"""``llmcore demo nara-peft``: NaRA r4 vs LoRA r6 (matched parameters) on the §6 task."""
+"""``llmcore demo nara-peft``: NaRA r4 vs LoRA r6 (matched parameters) on the synthetic noise-regime task."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def run(steps: int = 200, eval_n: int = 500) -> dict[str, Any]:
     torch.set_num_threads(1)
     spec = SynthSpec(finetune_steps=steps, eval_n=eval_n, arms=("lora_r6", "nara_r4"))
     rep = run_experiment((0,), spec)
-    out: dict[str, Any] = {"task": "noise-regime corruption (spec §6)", "steps": steps}
+    out: dict[str, Any] = {"task": "noise-regime corruption", "steps": steps}
     for r in rep["rows"]:
         out[f"{r['arm']}_params"] = r["trainable_params"]
         out[f"{r['arm']}_masked_ce"] = round(r["mean_ce"], 4)

@@ -1,12 +1,12 @@
 """Masked-diffusion fine-tuning loss and the LLaDA sampler with a per-step noise level.
 
-``diffusion_sft_loss`` is LLaDA's SFT objective as in the reference trainer (spec §2.3);
-``generate`` is low-confidence remasking (spec §2.4) passing lambda to NaRA at every step.
+``diffusion_sft_loss`` is LLaDA's SFT objective as in the reference trainer; ``generate`` is
+llmcore's LLaDA sampler (:func:`llmcore.diffusion.llada_generate`) with NaRA's lambda passed at
+every step, classifier-free guidance and EOS filling on top.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal
 
 import torch
@@ -38,7 +38,7 @@ def mask_answers(
     generator: torch.Generator | None = None,
     t: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Mask exactly k = ceil(t * L_ans) answer positions per row, t ~ U(0, 1) (spec §2.3 step 2).
+    """Mask exactly k = ceil(t * L_ans) answer positions per row, t ~ U(0, 1).
 
     Returns ``(noisy, masked [B,T] bool, t [B])``."""
     B, T = input_ids.shape
@@ -72,7 +72,7 @@ def diffusion_sft_loss(
     direct_noise_level: bool = True,
     pass_noise: bool = True,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """LLaDA SFT loss: sum of masked CE / (L_ans * t), batch mean, lambda = t (spec §2.3).
+    """LLaDA SFT loss: sum of masked CE / (L_ans * t), batch mean, lambda = t.
 
     ``pass_noise=False`` for plain LoRA/base models (no ``noise_level`` kwarg)."""
     dev = input_ids.device
@@ -85,6 +85,66 @@ def diffusion_sft_loss(
     ce = F.cross_entropy(logits.float().transpose(1, 2), input_ids, reduction="none")
     per_row = (ce * masked).sum(1) / (l_ans * t.clamp_min(1e-6))
     return per_row.mean(), {"t": t.detach(), "per_row": per_row.detach()}
+
+
+class _DenoiserView(torch.nn.Module):
+    """What llmcore's sampler sees: a bidirectional denoiser whose forward adds what NaRA's
+    evaluation needs on top of a plain forward. It recomputes lambda from the canvas at every
+    step and passes it to the adapters, applies classifier-free guidance (prompt masked out for
+    the unconditional pass), and calls natively bidirectional models without the 4-D mask."""
+
+    def __init__(
+        self,
+        model: Any,
+        prompt_length: int,
+        mask_token_id: int,
+        *,
+        cfg_scale: float,
+        inference_noise: str,
+        pass_noise: bool,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.prompt_length = prompt_length
+        self.mask_token_id = mask_token_id
+        self.cfg_scale = cfg_scale
+        self.inference_noise = inference_noise
+        self.pass_noise = pass_noise
+
+    def _noise(self, canvas: torch.Tensor) -> torch.Tensor | None:
+        if not self.pass_noise:
+            return None
+        if self.inference_noise == "answer":
+            pl = torch.full((canvas.shape[0],), self.prompt_length)
+            return compute_noise_level(canvas, self.mask_token_id, prompt_lengths=pl)
+        return compute_noise_level(canvas, self.mask_token_id)
+
+    def forward(self, input_ids: torch.Tensor, **_: Any) -> Any:
+        from types import SimpleNamespace
+
+        x = input_ids
+        lam = self._noise(x)
+        logits = _forward(self.model, x, lam)
+        if self.cfg_scale > 0:
+            un = x.clone()
+            un[:, : self.prompt_length] = self.mask_token_id
+            lam_u = self._noise(un) if self.inference_noise == "full_sequence" else lam
+            unc = _forward(self.model, un, lam_u)
+            logits = unc + (self.cfg_scale + 1) * (logits - unc)
+        return SimpleNamespace(logits=logits)
+
+
+def _eos_fill(x: torch.Tensor, prompt_length: int, block_length: int, eos: int) -> torch.Tensor:
+    """After the first block by which every row has produced ``eos``, fill the rest with
+    ``eos`` (later blocks never change earlier ones, so the kept text is unaffected)."""
+    done = torch.zeros(x.shape[0], dtype=torch.bool, device=x.device)
+    for lo in range(prompt_length, x.shape[1], block_length):
+        hi = lo + block_length
+        done |= (x[:, lo:hi] == eos).any(1)
+        if bool(done.all()) and hi < x.shape[1]:
+            x[:, hi:] = eos
+            break
+    return x
 
 
 @torch.no_grad()
@@ -104,73 +164,50 @@ def generate(
     pass_noise: bool = True,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """LLaDA low-confidence remasking with lambda recomputed at every step (spec §2.4)."""
-    if min(steps, gen_length, block_length) <= 0:
-        raise NaraConfigError("steps, gen_length and block_length must be positive")
-    if gen_length % block_length:
-        raise NaraConfigError(f"gen_length={gen_length} is not a multiple of {block_length}")
-    n_blocks = gen_length // block_length
-    if steps % n_blocks:
-        raise NaraConfigError(f"steps={steps} is not a multiple of the {n_blocks} blocks")
-    if remasking not in ("low_confidence", "random"):
-        raise NaraConfigError(f"remasking={remasking!r}; use 'low_confidence' or 'random'")
+    """LLaDA's semi-autoregressive low-confidence remasking with lambda passed at every step.
+
+    Sampling is :func:`llmcore.diffusion.llada_generate`; this adds NaRA's per-step lambda
+    (the masked fraction of the answer canvas, or of the whole canvas with
+    ``inference_noise="full_sequence"``), classifier-free guidance (``cfg_scale``) and, with
+    ``eos_token_id``, EOS after the first block by which every row has emitted it.
+    ``pass_noise=False`` for models without NaRA adapters. ``generator`` seeds Gumbel noise
+    (``temperature > 0``) and random remasking; a CPU generator for a model on another device
+    is replaced by one on that device seeded with its initial seed. Returns
+    ``[B, P + gen_length]``."""
+    from llmcore.diffusion import llada_generate
+    from llmcore.errors import ConfigError
+
     if inference_noise not in ("answer", "full_sequence"):
-        raise NaraConfigError(f"inference_noise={inference_noise!r}")
-    per_block = steps // n_blocks
-    B, P = prompt_ids.shape
-    x = torch.full((B, P + gen_length), mask_token_id, dtype=torch.long, device=prompt_ids.device)
-    x[:, :P] = prompt_ids
-    prompt_region = torch.zeros_like(x, dtype=torch.bool)
-    prompt_region[:, :P] = True
-    done = torch.zeros(B, dtype=torch.bool, device=x.device)
-
-    def noise_of(canvas: torch.Tensor) -> torch.Tensor | None:
-        if not pass_noise:
-            return None
-        if inference_noise == "answer":
-            return compute_noise_level(canvas, mask_token_id, prompt_lengths=torch.full((B,), P))
-        return compute_noise_level(canvas, mask_token_id)
-
-    for blk in range(n_blocks):
-        lo, hi = P + blk * block_length, P + (blk + 1) * block_length
-        n_mask = (x[:, lo:hi] == mask_token_id).sum(1)
-        base, rem = n_mask // per_block, n_mask % per_block
-        for step in range(per_block):
-            is_mask = x == mask_token_id
-            if not bool(is_mask.any()):
-                break
-            lam = noise_of(x)
-            if cfg_scale > 0:
-                un = x.masked_fill(prompt_region, mask_token_id)
-                lam_u = noise_of(un) if inference_noise == "full_sequence" else lam
-                cond = _forward(model, x, lam)
-                unc = _forward(model, un, lam_u)
-                logits = unc + (cfg_scale + 1) * (cond - unc)
-            else:
-                logits = _forward(model, x, lam)
-            if temperature > 0:
-                u = torch.rand(logits.shape, dtype=torch.float64, generator=generator)
-                g = (-torch.log(u.clamp_min(1e-20))) ** temperature
-                x0 = (logits.double().exp() / g.to(logits.device)).argmax(-1)
-            else:
-                x0 = logits.argmax(-1)
-            if remasking == "low_confidence":
-                conf = torch.softmax(logits.float(), -1).gather(-1, x0[..., None])[..., 0]
-            else:
-                conf = torch.rand(x0.shape, generator=generator).to(x.device)
-            conf[:, hi:] = -math.inf
-            conf = torch.where(is_mask, conf, torch.full_like(conf, -math.inf))
-            x0 = torch.where(is_mask, x0, x)
-            k = base + (step < rem).long()
-            order = conf.argsort(dim=1, descending=True)
-            ranks = order.argsort(dim=1)
-            sel = (ranks < k[:, None]) & is_mask
-            x = torch.where(sel, x0, x)
-        if eos_token_id is not None:
-            done |= (x[:, lo:hi] == eos_token_id).any(1)
-            if bool(done.all()) and hi < x.shape[1]:
-                x[:, hi:] = torch.where(
-                    x[:, hi:] == mask_token_id, torch.full_like(x[:, hi:], eos_token_id), x[:, hi:]
-                )
-                break
+        raise NaraConfigError(
+            f"inference_noise={inference_noise!r}; use 'answer' or 'full_sequence'"
+        )
+    if cfg_scale < 0:
+        raise NaraConfigError(f"cfg_scale must be >= 0, got {cfg_scale}")
+    P = prompt_ids.shape[1]
+    view = _DenoiserView(
+        model,
+        P,
+        mask_token_id,
+        cfg_scale=cfg_scale,
+        inference_noise=inference_noise,
+        pass_noise=pass_noise,
+    )
+    if generator is not None and generator.device != prompt_ids.device:
+        generator = torch.Generator(prompt_ids.device).manual_seed(generator.initial_seed())
+    try:
+        x = llada_generate(
+            view,
+            prompt_ids,
+            mask_token_id,
+            gen_length=gen_length,
+            steps=steps,
+            block_length=block_length,
+            temperature=temperature,
+            remasking=remasking,
+            generator=generator,
+        )
+    except ConfigError as e:
+        raise NaraConfigError(str(e)) from None
+    if eos_token_id is not None:
+        x = _eos_fill(x, P, block_length, eos_token_id)
     return x

@@ -1,9 +1,13 @@
-"""Exception hierarchy of nara-peft (all rooted in :class:`NaraError`)."""
+"""Exception hierarchy of nara-peft (all rooted in :class:`NaraError`, itself an
+:class:`llmcore.errors.LLMCoreError`, so one ``except LLMCoreError`` catches every package's
+errors and the CLI prints them as one line)."""
 
 from __future__ import annotations
 
+from llmcore.errors import LLMCoreError
 
-class NaraError(Exception):
+
+class NaraError(LLMCoreError):
     """Base class of every error raised by nara-peft."""
 
 

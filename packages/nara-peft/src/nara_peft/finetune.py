@@ -1,4 +1,4 @@
-"""Fine-tuning a masked diffusion LM with NaRA / LoRA / NaRA-constant (spec §2.3, §5.5).
+"""Fine-tuning a masked diffusion LM with NaRA / LoRA / NaRA-constant.
 
 Data: JSONL rows ``{"prompt", "response"}``, ``{"messages": [...]}`` (last assistant turn is the
 answer) or the LLM-Adapters keys ``instruction`` / ``input`` / ``output``.
@@ -9,54 +9,15 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from nara_peft.errors import NaraConfigError, NaraDataError
+from nara_peft.options import TrainConfig
 
 BUCKETS = (0.0, 0.25, 0.5, 0.75, 1.0)
-
-
-def _h(text: str) -> dict[str, str]:
-    return {"help": text}
-
-
-@dataclass
-class TrainConfig:
-    """``nara-peft train`` settings (reference values in the help; CPU-safe defaults)."""
-
-    model: str = field(default="", metadata=_h("Hub id or local path of a masked diffusion LM."))
-    data: str = field(default="", metadata=_h("JSONL training file."))
-    out: str = field(default="nara-out", metadata=_h("Output directory (adapter + train_log)."))
-    method: str = field(default="nara", metadata=_h("nara | lora | nara-constant."))
-    r: int = field(default=32, metadata=_h("Rank (reference 32)."))
-    c_scale: float = field(default=0.1, metadata=_h("eta of C = I + eta F (reference 0.1)."))
-    target_modules: list[str] | None = field(default=None, metadata=_h("Modules to adapt."))
-    lora_dropout: float = field(default=0.05, metadata=_h("Adapter dropout (reference 0.05)."))
-    lr: float = field(default=1e-4, metadata=_h("Peak learning rate."))
-    epochs: int = field(default=1, metadata=_h("Epochs."))
-    max_length: int = field(default=512, metadata=_h("Pad/truncate length (longer rows skipped)."))
-    batch_size: int = field(default=1, metadata=_h("Micro-batch size."))
-    grad_accum: int = field(default=32, metadata=_h("Gradient accumulation steps."))
-    mask_token_id: int | None = field(default=None, metadata=_h("Mask id (else tokenizer's)."))
-    stage_1: float = field(default=0.0, metadata=_h("Fraction of updates with C = I."))
-    seed: int = field(default=0, metadata=_h("Seed of masking and init."))
-    max_steps: int | None = field(default=None, metadata=_h("Stop after this many updates."))
-    device: str | None = field(default=None, metadata=_h("cpu / cuda / auto."))
-    dtype: str | None = field(default=None, metadata=_h("Model dtype (fp32 on CPU)."))
-
-    def __post_init__(self) -> None:
-        if self.method not in ("nara", "lora", "nara-constant"):
-            raise NaraConfigError(
-                f"method={self.method!r}; choose 'nara', 'lora' or 'nara-constant'"
-            )
-        if self.r < 1:
-            raise NaraConfigError(f"r must be >= 1, got {self.r}")
-        if self.grad_accum < 1 or self.batch_size < 1 or self.epochs < 1:
-            raise NaraConfigError("batch_size, grad_accum and epochs must be >= 1")
 
 
 def split_row(row: dict[str, Any], where: str = "") -> tuple[str | list[dict], str]:
@@ -94,7 +55,7 @@ def encode_prompt(tokenizer: Any, prompt: str | list[dict]) -> list[int]:
 def encode_examples(
     rows: Iterable[dict[str, Any]], tokenizer: Any, max_length: int
 ) -> tuple[list[list[int]], list[int], int]:
-    """prompt + answer + EOS, right-padded with EOS to ``max_length`` (spec §2.3 step 1).
+    """prompt + answer + EOS, right-padded with EOS to ``max_length``.
 
     Returns (sequences, prompt_lengths, n_skipped)."""
     eos = tokenizer.eos_token_id

@@ -3,25 +3,27 @@
 
 from __future__ import annotations
 
-from llmcore.fixtures import Built, Fixture
+from typing import TYPE_CHECKING
+
+from llmcore.fixtures import Fixture
+
+if TYPE_CHECKING:
+    from llmcore.zoo import ZooEntry
 
 
-def build_pretrained() -> Built:
+def build_pretrained() -> ZooEntry:
     """The tiny masked-diffusion LM pre-trained on the chain task
-    (:func:`nara_peft.synth.pretrained_tiny`)."""
-    from nara_peft.synth import pretrained_path, pretrained_tiny
+    (:func:`nara_peft.tiny.pretrained_entry`)."""
+    from nara_peft.tiny import pretrained_entry
 
-    path = pretrained_path()
-    cached = path.exists()
-    pretrained_tiny()
-    return Built(from_cache=cached, path=str(path))
+    return pretrained_entry()
 
 
 FIXTURES = [
     Fixture(
         name="nara-peft-pretrained",
         build="nara_peft.fixtures:build_pretrained",
-        cold_seconds=40.0,
+        cold_seconds=70.0,
         entries=("nara-peft-tiny-mdlm",),
         description="tiny bidirectional Llama pre-trained on the synthetic chain task",
     ),

@@ -1,4 +1,4 @@
-"""Adapted layers: ``y = W0 x + s * ((dropout(x) A^T) C) B^T`` (spec §2.1, steps 1-3)."""
+"""Adapted layers: ``y = W0 x + s * ((dropout(x) A^T) C) B^T``."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class CoreState:
-    """Per-tuner slot through which one forward's C(lambda) reaches every layer (spec §5.2).
+    """Per-tuner slot through which one forward's C(lambda) reaches every layer.
 
     A plain Python object (not a module or buffer), so it never enters ``state_dict``."""
 
@@ -164,7 +164,7 @@ class NaraLinear(nn.Module, NaraLayer):
             result = result + B(z) * self.scaling[adapter]
         return result.to(out_dtype)
 
-    # --- merging (spec §5.4) ----------------------------------------------------------------
+    # --- merging ----------------------------------------------------------------
     def get_delta_weight(self, adapter: str, core: torch.Tensor) -> torch.Tensor:
         """Delta W = s * B C^T A (in the base weight's layout)."""
         A = self.nara_A[adapter].weight.float()

@@ -1,4 +1,4 @@
-"""The NaRA tuner: one shared hypernetwork C(lambda) for all adapted layers (paper §3, spec §5)."""
+"""The NaRA tuner: one shared hypernetwork C(lambda) for all adapted layers (paper §3)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ _SHARED_ATTRS = ("nara_mapper", "nara_phi")
 
 
 class _TargetMapping(dict):
-    """Per-architecture default targets: LLaDA's attn_out, else o_proj (spec §5.1)."""
+    """Per-architecture default targets: LLaDA's attn_out, else o_proj."""
 
     def get(self, key: Any, default: Any = None) -> Any:
         return list(LLADA_TARGETS) if key == "llada" else list(DEFAULT_TARGETS)
@@ -69,7 +69,7 @@ class NaraModel(BaseTuner):
         if adapter_name in self.nara_mapper or adapter_name in self.nara_const_c:
             return
         r = config.r
-        # float32 on the model's device, whatever the base dtype (spec §2.1)
+        # float32 on the model's device, whatever the base dtype
         dev = next((p.device for p in self.model.parameters()), torch.device("cpu"))
         if dev.type == "meta":
             dev = torch.device("cpu")
@@ -115,7 +115,7 @@ class NaraModel(BaseTuner):
 
     def _check_target_module_exists(self, peft_config: NaraConfig, key: str) -> Any:
         # LLaDA's head `transformer.ff_out` shares its name with each block's MLP output:
-        # adapt `ff_out` only inside `blocks.N.` (spec §3).
+        # adapt `ff_out` only inside `blocks.N.`.
         if key.endswith("ff_out") and re.search(r"(^|\.)blocks\.\d+\.", key) is None:
             return False
         return super()._check_target_module_exists(peft_config, key)
@@ -156,7 +156,7 @@ class NaraModel(BaseTuner):
 
     def _mark_only_adapters_as_trainable(self, model: nn.Module) -> None:
         super()._mark_only_adapters_as_trainable(model)
-        # Mark by identity (issue (f)): the shared mapper lives once on the tuner.
+        # Mark by identity: the shared mapper lives once on the tuner.
         for name in self.active_adapters:
             cfg = self.peft_config[name]
             live = not cfg.inference_mode
@@ -206,7 +206,7 @@ class NaraModel(BaseTuner):
         group: str | None = None,
         noise_density: torch.Tensor | float | None = None,
     ) -> torch.Tensor:
-        """C(lambda) = I + eta * reshape(F_phi(e(lambda)), r, r), ``[B, r, r]`` (spec §2.1)."""
+        """C(lambda) = I + eta * reshape(F_phi(e(lambda)), r, r), ``[B, r, r]``."""
         adapter = adapter or self.active_adapters[0]
         cfg: NaraConfig = self.peft_config[adapter]
         if cfg.input_mode == "constant":
@@ -251,7 +251,7 @@ class NaraModel(BaseTuner):
         with torch.no_grad():
             return self.core_matrix(lam0, adapter, group, noise_density=dens)[0]
 
-    # --- resolving lambda and publishing C (spec §5.2) ---------------------------------------
+    # --- resolving lambda and publishing C ---------------------------------------
     def _resolve(
         self,
         input_ids: torch.Tensor | None,
@@ -376,7 +376,7 @@ class NaraModel(BaseTuner):
         prompt_lengths: Any = None,
         **kwargs: Any,
     ) -> Any:
-        """Pop NaRA's kwargs, resolve lambda, compute C once, run the wrapped model (§5.2)."""
+        """Pop NaRA's kwargs, resolve lambda, compute C once, run the wrapped model."""
         if kwargs.get("adapter_names") is not None:
             raise NaraConfigError("mixed-adapter batches (adapter_names=...) are not supported")
         st = self._state()
@@ -398,7 +398,7 @@ class NaraModel(BaseTuner):
         with self._publish(cores):
             return self.model(*args, **kwargs)
 
-    # --- merging (spec §5.4) -----------------------------------------------------------------
+    # --- merging -----------------------------------------------------------------
     def merge_and_unload(
         self,
         progressbar: bool = False,
@@ -526,7 +526,7 @@ def core_matrix(model: nn.Module, noise_level: Any, adapter: str | None = None) 
 def smoothness_penalty(
     model: nn.Module, noise_level: torch.Tensor | float, delta: float = 0.05
 ) -> torch.Tensor:
-    """Optional regulariser of the reference code (spec §2.3 step 5, off in its configs):
+    """Optional regulariser of the reference code (off in its configs):
     MSE(F(e(lambda + delta)), F(e(lambda))), using lambda - delta where lambda + delta > 1."""
     tuner = _tuner(model)
     lam = as_noise_vector(noise_level, None)
@@ -546,7 +546,7 @@ def smoothness_penalty(
 
 @contextlib.contextmanager
 def stage1(model: nn.Module, enabled: bool = True) -> Iterator[None]:
-    """Two-stage schedule (spec §2.3 step 5): inside, C = I (plain LoRA)."""
+    """Two-stage schedule: inside, C = I (plain LoRA)."""
     tuner = _tuner(model)
     tuner._state()
     prev = tuner.__dict__["_nara_stage1"]

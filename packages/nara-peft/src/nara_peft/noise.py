@@ -1,4 +1,4 @@
-"""Noise level lambda and noise density (spec §2.1-§2.2), and the noise embeddings e(lambda)."""
+"""Noise level lambda and noise density, and the noise embeddings e(lambda)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def compute_noise_level(
     prompt_lengths: torch.Tensor | None = None,
     response_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """lambda per row = #MASK among non-prompt positions / #non-prompt positions (spec §2.2).
+    """lambda per row = #MASK among non-prompt positions / #non-prompt positions.
 
     Without ``prompt_lengths``/``response_mask`` the whole sequence counts (the reference's
     ``direct_noise=False`` evaluation). Returns float32 ``[B]``."""
@@ -42,7 +42,7 @@ def compute_noise_level(
 
 
 def noise_density(mask: torch.Tensor, radius: int) -> torch.Tensor:
-    """Mean local mask density over masked positions (spec §2.1, ``input_mode='nd'``).
+    """Mean local mask density over masked positions.
 
     Local density at i = #masked in [i-radius, i+radius] without i / #positions there without i;
     the row value averages it over masked positions (0 if none). ``mask``: bool ``[B, T]``."""
@@ -123,7 +123,7 @@ class RawEmbedding(nn.Module):
 
 
 def make_embedding(kind: str, dim: int, scale: float, seed: int) -> nn.Module:
-    """The embedding module of ``embedding_type`` (spec §2.1)."""
+    """The embedding module of ``embedding_type``."""
     if kind == "fourier":
         return FourierEmbedding(dim, scale, seed)
     if kind == "mlp":

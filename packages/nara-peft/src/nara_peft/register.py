@@ -1,4 +1,4 @@
-"""Registration of NaRA as an out-of-tree PEFT method (spec §5.3)."""
+"""Registration of NaRA as an out-of-tree PEFT method."""
 
 from __future__ import annotations
 

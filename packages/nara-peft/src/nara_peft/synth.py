@@ -1,4 +1,4 @@
-"""The CPU experiment of spec §6: a tiny masked diffusion LM and a task whose best update
+"""The CPU experiment: a tiny masked diffusion LM and a task whose best update
 depends on the noise level (noise-regime corruption).
 
 Chains x0 ~ U(16), x_{i+1} = f0(x_i) w.p. 0.9 else uniform. Corruption at level t masks exactly
@@ -9,9 +9,6 @@ mostly g-scrambled, so the Bayes-optimal denoiser for the same input differs bet
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,15 +16,42 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from llmcore.diffusion import bidirectional_mask
+from nara_peft.tiny import (
+    MASK_ID,
+    VOCAB,
+    logits_of,
+    make_chains,
+    permutations,
+    pretrained_entry,
+    pretrained_tiny,
+    tiny_model,
+)
 
-VOCAB = 16
-MASK_ID = 16
+__all__ = [
+    "ARM_PARAMS",
+    "MASK_ID",
+    "VOCAB",
+    "SynthSpec",
+    "corrupt",
+    "eval_arm",
+    "logits_of",
+    "make_arm",
+    "make_chains",
+    "masked_ce",
+    "permutations",
+    "pretrained_entry",
+    "pretrained_tiny",
+    "run_experiment",
+    "task_batch",
+    "tiny_model",
+    "train_arm",
+    "trainable_params",
+]
 
 
 @dataclass(frozen=True)
 class SynthSpec:
-    """Shapes and budgets of the §6 experiment (defaults = the spec)."""
+    """Shapes and budgets of the synthetic experiment."""
 
     seq_len: int = 16
     p_chain: float = 0.9
@@ -48,24 +72,6 @@ class SynthSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def permutations(spec: SynthSpec) -> tuple[torch.Tensor, torch.Tensor]:
-    """The fixed random permutations f0 (chain rule) and g (scrambling)."""
-    g = torch.Generator().manual_seed(spec.perm_seed)
-    return torch.randperm(VOCAB, generator=g), torch.randperm(VOCAB, generator=g)
-
-
-def make_chains(n: int, spec: SynthSpec, gen: torch.Generator) -> torch.Tensor:
-    """``[n, seq_len]`` chains of the f0 Markov process."""
-    f0, _ = permutations(spec)
-    x = torch.empty(n, spec.seq_len, dtype=torch.long)
-    x[:, 0] = torch.randint(0, VOCAB, (n,), generator=gen)
-    for i in range(1, spec.seq_len):
-        keep = torch.rand(n, generator=gen) < spec.p_chain
-        rand = torch.randint(0, VOCAB, (n,), generator=gen)
-        x[:, i] = torch.where(keep, f0[x[:, i - 1]], rand)
-    return x
-
-
 def corrupt(
     x: torch.Tensor, t: torch.Tensor, spec: SynthSpec, gen: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,111 +85,6 @@ def corrupt(
     noisy = torch.where(scramble, g[x], x)
     noisy = noisy.masked_fill(masked, MASK_ID)
     return noisy, masked
-
-
-def tiny_model(seed: int = 0) -> torch.nn.Module:
-    """The spec's tiny Llama (vocab 17, hidden 64, 2 layers, 4 heads), random init."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    cfg = LlamaConfig(
-        vocab_size=VOCAB + 1,
-        hidden_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=128,
-        max_position_embeddings=16,
-        pad_token_id=None,
-        bos_token_id=None,
-        eos_token_id=None,
-        tie_word_embeddings=False,
-    )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = LlamaForCausalLM(cfg)
-    model.config.model_type = "llama"
-    return model.float()
-
-
-def logits_of(model: Any, x: torch.Tensor, lam: torch.Tensor | None = None) -> torch.Tensor:
-    """Bidirectional forward (4-D all-zero additive mask); lambda only for NaRA models."""
-    kw: dict[str, Any] = {}
-    if lam is not None:
-        kw["noise_level"] = lam
-    attn = bidirectional_mask(torch.ones_like(x), torch.float32)
-    return model(input_ids=x, attention_mask=attn, use_cache=False, **kw).logits
-
-
-def _cache_dir() -> Path:
-    env = os.environ.get("LLMCORE_CACHE_DIR")
-    if env:
-        return Path(env).expanduser() / "nara-peft"
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("llmcore")) / "nara-peft"
-
-
-def pretrained_path(spec: SynthSpec | None = None) -> Path:
-    """Where :func:`pretrained_tiny` caches the weights for ``spec`` (keyed by a hash)."""
-    import transformers
-
-    spec = spec or SynthSpec()
-    key_src = json.dumps(
-        {
-            "v": 1,
-            "seq": spec.seq_len,
-            "p": spec.p_chain,
-            "perm": spec.perm_seed,
-            "steps": spec.pretrain_steps,
-            "bs": spec.pretrain_batch,
-            "lr": spec.pretrain_lr,
-            "torch": ".".join(torch.__version__.split(".")[:2]),
-            "tf": ".".join(transformers.__version__.split(".")[:2]),
-        },
-        sort_keys=True,
-    )
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
-    return _cache_dir() / f"tiny-mdlm-{key}.safetensors"
-
-
-def pretrained_tiny(spec: SynthSpec | None = None, *, progress: bool = False) -> torch.nn.Module:
-    """Tiny masked-diffusion LM pre-trained on the chains (spec §6), cached on disk by hash."""
-    from safetensors.torch import load_file, save_file
-
-    spec = spec or SynthSpec()
-    path = pretrained_path(spec)
-    model = tiny_model(0)
-    if path.exists():
-        model.load_state_dict(load_file(str(path)))
-        return model.eval()
-    from tqdm.auto import tqdm
-
-    from llmcore.runtime import num_threads
-
-    gen = torch.Generator().manual_seed(0)
-    opt = torch.optim.AdamW(model.parameters(), lr=spec.pretrain_lr, weight_decay=0.0)
-    model.train()
-    # Like llmcore's zoo: one thread unless $LLMCORE_ZOO_THREADS says otherwise (the count
-    # changes the weights in their last bits, so it is not part of the cache key).
-    with num_threads(int(os.environ.get("LLMCORE_ZOO_THREADS", "1"))):
-        for _ in tqdm(range(spec.pretrain_steps), disable=not progress, desc="pretrain tiny MDLM"):
-            x = make_chains(spec.pretrain_batch, spec, gen)
-            t = 0.01 + 0.98 * torch.rand(x.shape[0], 1, generator=gen)
-            masked = torch.rand(x.shape, generator=gen) < t
-            masked[:, 0] |= ~masked.any(1)
-            noisy = x.masked_fill(masked, MASK_ID)
-            logits = logits_of(model, noisy)
-            ce = F.cross_entropy(logits.transpose(1, 2), x, reduction="none")
-            loss = ((ce * masked) / t).sum() / x.numel()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-    model.eval()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-    os.replace(tmp, path)
-    return model
 
 
 ARM_PARAMS = {"lora_r4": 4096, "lora_r6": 6144, "nara_const_r4": 4096 + 16, "nara_r4": 6224}
@@ -259,7 +160,7 @@ def masked_ce(
 def train_arm(
     model: Any, takes_noise: bool, spec: SynthSpec, seed: int, steps: int | None = None
 ) -> list[float]:
-    """AdamW fine-tuning on the corruption task (spec §6); returns the loss per step."""
+    """AdamW fine-tuning on the corruption task; returns the loss per step."""
     gen = torch.Generator().manual_seed(10_000 + seed)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=spec.lr, weight_decay=0.0)

@@ -1,4 +1,4 @@
-"""``NaraDiffusionTrainer``: a ``transformers.Trainer`` whose loss is the LLaDA SFT loss (§2.3).
+"""``NaraDiffusionTrainer``: a ``transformers.Trainer`` whose loss is the LLaDA SFT loss.
 
 Batches carry ``input_ids`` and ``prompt_lengths``; lambda = the sampled t reaches NaRA as the
 ``noise_level`` kwarg. The mean loss per lambda bucket is added to the logs.
