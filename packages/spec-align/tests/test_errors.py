@@ -1,4 +1,4 @@
-"""Bad input of spec §8: clear errors naming the value and what to do."""
+"""Bad input: clear errors naming the value and what to do."""
 
 from __future__ import annotations
 

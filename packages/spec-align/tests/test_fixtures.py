@@ -1,29 +1,39 @@
-"""The registered fixture and the demo-size model's own cache key (no training here)."""
+"""The registered fixture builder (it returns the zoo entry); the demo model's own cache key."""
 
 from __future__ import annotations
 
-from spec_align.fixtures import FIXTURES
-from spec_align.tiny import DEMO_CONFIG, TinyConfig, _key_extra, tiny_recipe
+from spec_align.fixtures import FIXTURES, build_tiny
+from spec_align.tiny import DEMO_CONFIG, TinyConfig, build_tiny_model, tiny_material
 
+from llmcore import zoo
 
-def _entry(cfg: TinyConfig):
-    from llmcore.zoo.cache import entry_dir, recipe_key
-
-    recipe = tiny_recipe(cfg)
-    material = recipe.key_material()
-    material["extra"] = _key_extra(cfg)
-    return entry_dir(recipe.name, recipe_key(material))
+#: The claim model's zoo key: changing the recipe, the loss/gate description or the library
+#: versions rebuilds it (minutes), so a change must be deliberate.
+TINY_KEY_PREFIX = "c3fb54d2757afd66"
 
 
 def test_fixture_is_registered_with_a_measured_cost():
     (fx,) = FIXTURES
     assert fx.entries == (TinyConfig().name,)
-    assert fx.load_builder().__name__ == "build_tiny"
+    assert fx.load_builder() is build_tiny
     assert fx.cold_seconds > 0
+
+
+def test_builder_returns_the_zoo_entry():
+    """The fixture phase accepts only zoo entries; a warm cache loads without building."""
+    built = zoo.lookup(TinyConfig().name, tiny_material(TinyConfig()))
+    entry = build_tiny()  # builds when cold (the fixture phase does that first in CI)
+    assert isinstance(entry, zoo.ZooEntry) and entry.name == "spec-align-tiny"
+    assert (entry.path / "zoo.json").exists()
+    assert entry.from_cache == (built is not None)
+    assert entry.key.startswith(TINY_KEY_PREFIX), "the claim model's cache key changed"
+    again = build_tiny_model()
+    assert again.from_cache and again.path == entry.path and again.key == entry.key
+    assert zoo.lookup(entry.name, tiny_material(TinyConfig())).path == entry.path
 
 
 def test_demo_model_has_its_own_cache_entry():
     assert DEMO_CONFIG.steps < TinyConfig().steps
-    full, demo = _entry(TinyConfig()), _entry(DEMO_CONFIG)
+    full, demo = tiny_material(TinyConfig()), tiny_material(DEMO_CONFIG)
     assert full != demo
-    assert full.name.startswith("spec-align-tiny-") and demo.name.startswith("spec-align-demo-")
+    assert full["name"] == "spec-align-tiny" and demo["name"] == "spec-align-demo"

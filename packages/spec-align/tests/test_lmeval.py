@@ -1,4 +1,4 @@
-"""The packaged lm-eval tasks: YAML structure and the hooks (lm-eval itself is an extra)."""
+"""The packaged lm-eval tasks: YAML structure, the hooks, and a real lm-eval run on the tiny model."""
 
 from __future__ import annotations
 
@@ -52,7 +52,46 @@ def test_synth_hooks_with_rule_judge(monkeypatch):
     assert utils.process_results(unsafe, [leak])["sar"] == 0
 
 
-def test_lm_eval_loads_tasks_when_installed():
-    tm = pytest.importorskip("lm_eval.tasks")
-    manager = tm.TaskManager(include_path=TASK_DIR)
-    assert {"specbench_synth", "specbench"} <= set(manager.all_tasks)
+def test_task_path_is_the_packaged_folder():
+    from llmcore.lmeval import task_path
+
+    assert task_path("spec_align") == Path(TASK_DIR)
+
+
+def test_lm_eval_runs_specbench_synth_on_the_tiny_model(tiny, monkeypatch):
+    """lm-eval (``simple_evaluate`` through llmcore) generates with the tiny model on the
+    synthetic task and scores each sample with the rule judge; every logged sample's metrics
+    equal what the package's own hook gives for the same response, and the task means are the
+    means of those samples."""
+    from llmcore.lmeval import evaluate_model, scores, task_path
+
+    monkeypatch.setenv("SPEC_ALIGN_JUDGE", "rule")
+    out = evaluate_model(
+        tiny.core.model,
+        tiny.tokenizer,
+        ["specbench_synth"],
+        include_path=task_path("spec_align"),
+        limit=4,
+        gen_kwargs={"max_gen_toks": 48},
+        log_samples=True,
+        apply_chat_template=True,
+        bootstrap_iters=0,
+    )
+    row = scores(out)["specbench_synth"]
+    samples = out["samples"]["specbench_synth"]
+    assert len(samples) == 4
+    import sys
+
+    sys.path.insert(0, TASK_DIR)
+    try:
+        import utils
+    finally:
+        sys.path.remove(TASK_DIR)
+    utils._judge.cache_clear()
+    for metric in ("sar", "safety", "behavioral"):
+        per = [s[metric] for s in samples]
+        assert all(0.0 <= v <= 1.0 for v in per)
+        assert row[metric] == pytest.approx(sum(per) / len(per))
+    for s in samples:
+        again = utils.process_results(s["doc"], [s["resps"][0][0]])
+        assert again == {k: s[k] for k in again}

@@ -1,4 +1,5 @@
-"""Prefix KV reuse across Align3 / MoreThink stages in the HF backend (issue 4 "Benchmark")."""
+"""Prefix KV reuse in the HF backend: per conversation across Align3 / MoreThink stages (this
+package), and a batch's shared prompt prefix in chat calls (llmcore)."""
 
 from __future__ import annotations
 
@@ -90,3 +91,19 @@ def test_cache_is_bounded(tiny, synth):
     assert not b._kv
     with pytest.raises(ValueError, match="prefix_cache_size"):
         HFBackend(tiny.core.model, tiny.tokenizer, prefix_cache_size=0)
+
+
+def test_chat_uses_llmcore_shared_prefix_exactly(tiny, no_reuse, synth):
+    """Chat calls go through llmcore's shared-prefix reuse: a batch's common prompt prefix (here
+    a system prompt) is prefilled once, and the replies equal those without reuse."""
+    system = T.refine_feedback_system.format(query="a question", specs=T.specs_block(synth))
+    msgs = [
+        [{"role": "system", "content": system}, {"role": "user", "content": it.prompt}]
+        for it in synth.items[:4]
+    ]
+    on = tiny.chat_many(msgs, max_new_tokens=24)
+    assert tiny.core.last_prefix_lengths[0] >= 8
+    off = no_reuse.chat_many(msgs, max_new_tokens=24)
+    assert [c.text for c in on] == [c.text for c in off]
+    assert all(c.prefilled < c.prompt_tokens for c in on)
+    assert all(c.prefilled == c.prompt_tokens for c in off)

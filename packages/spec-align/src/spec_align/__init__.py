@@ -1,67 +1,72 @@
 """spec-align: SpecBench specification alignment and test-time deliberation.
 
 Zhang et al., "Reasoning over Boundaries: Enhancing Specification Alignment via Test-time
-Deliberation" (ICML 2026, arXiv 2509.14760). Importing this package does not import torch.
+Deliberation" (ICML 2026, arXiv 2509.14760). Importing this package imports none of its
+submodules (nor torch): every public name below is loaded on first access.
 """
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 
+from llmcore.lazy import lazy_exports
 from llmcore.registry import MethodInfo
-from spec_align.backends import (
-    Backend,
-    Completion,
-    GenParams,
-    HFBackend,
-    OpenAICompatBackend,
-    VLLMBackend,
-    get_backend,
-)
-from spec_align.data import (
-    SCENARIOS,
-    PromptItem,
-    Scenario,
-    load_scenario,
-    load_scenario_hf,
-    write_scenario,
-)
-from spec_align.errors import (
-    BackendCapabilityError,
-    DataFormatError,
-    JudgeParseError,
-    RuleMissingError,
-    SpecAlignError,
-    SpecBackendError,
-    SpecFormatError,
-)
-from spec_align.judge import (
-    Judge,
-    LLMJudge,
-    RuleJudge,
-    Verdict,
-    build_joint_prompt,
-    get_judge,
-    parse_joint,
-)
-from spec_align.pipeline import evaluate, generate
-from spec_align.prompts import DEFAULT_TEMPLATES, TINY_TEMPLATES, Templates, augment_prompt
-from spec_align.rules import Rule, RuleSet
-from spec_align.scoring import ALPHA, ScoreReport, aggregate, item_score, macro_average
-from spec_align.synth import make_synthetic_scenario
-from spec_align.ttd import (
-    TPO,
-    Align3,
-    BestOfN,
-    MoreThink,
-    Raw,
-    SelfRefine,
-    TTDMethod,
-    TTDResult,
-    Vanilla,
-    ZeroThink,
-    get_method,
-)
+
+_LAZY = {
+    "Backend": ".backends",
+    "Completion": ".backends",
+    "GenParams": ".backends",
+    "HFBackend": ".backends",
+    "OpenAICompatBackend": ".backends",
+    "VLLMBackend": ".backends",
+    "get_backend": ".backends",
+    "SCENARIOS": ".data",
+    "PromptItem": ".data",
+    "Scenario": ".data",
+    "load_scenario": ".data",
+    "load_scenario_hf": ".data",
+    "write_scenario": ".data",
+    "BackendCapabilityError": ".errors",
+    "DataFormatError": ".errors",
+    "JudgeParseError": ".errors",
+    "RuleMissingError": ".errors",
+    "SpecAlignError": ".errors",
+    "SpecBackendError": ".errors",
+    "SpecConfigError": ".errors",
+    "SpecFormatError": ".errors",
+    "Judge": ".judge",
+    "LLMJudge": ".judge",
+    "RuleJudge": ".judge",
+    "Verdict": ".judge",
+    "build_joint_prompt": ".judge",
+    "get_judge": ".judge",
+    "parse_joint": ".judge",
+    "evaluate": ".pipeline",
+    "generate": ".pipeline",
+    "DEFAULT_TEMPLATES": ".prompts",
+    "TINY_TEMPLATES": ".prompts",
+    "Templates": ".prompts",
+    "augment_prompt": ".prompts",
+    "Rule": ".rules",
+    "RuleSet": ".rules",
+    "ALPHA": ".scoring",
+    "ScoreReport": ".scoring",
+    "aggregate": ".scoring",
+    "item_score": ".scoring",
+    "macro_average": ".scoring",
+    "make_synthetic_scenario": ".synth",
+    "TPO": ".ttd",
+    "Align3": ".ttd",
+    "BestOfN": ".ttd",
+    "MoreThink": ".ttd",
+    "Raw": ".ttd",
+    "SelfRefine": ".ttd",
+    "TTDMethod": ".ttd",
+    "TTDResult": ".ttd",
+    "Vanilla": ".ttd",
+    "ZeroThink": ".ttd",
+    "get_method": ".ttd",
+}
 
 try:
     __version__ = version("spec-align")
@@ -110,6 +115,7 @@ __all__ = [
     "SelfRefine",
     "SpecAlignError",
     "SpecBackendError",
+    "SpecConfigError",
     "SpecFormatError",
     "TTDMethod",
     "TTDResult",
@@ -135,3 +141,5 @@ __all__ = [
     "parse_joint",
     "write_scenario",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

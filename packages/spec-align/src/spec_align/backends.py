@@ -1,4 +1,4 @@
-"""Chat backends with assistant prefill (spec §5.1, §5.4), built on llmcore.
+"""Chat backends with assistant prefill, built on llmcore.
 
 Every backend offers ``chat(messages)`` and ``continue_assistant(messages, prefix, stop)``:
 continue the assistant turn from the raw text ``prefix`` (no end-of-turn token after it), with
@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spec_align.errors import BackendCapabilityError, SpecBackendError
+from spec_align.errors import BackendCapabilityError, SpecBackendError, SpecConfigError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -57,14 +57,18 @@ class GenParams:
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = 0
+    repetition_penalty: float = 1.0
+    """CTRL repetition penalty (1 disables it); HTTP servers get vLLM's extra field."""
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens={self.max_new_tokens} must be >= 1")
+            raise SpecConfigError(f"max_new_tokens={self.max_new_tokens} must be >= 1")
         if self.temperature < 0:
-            raise ValueError(f"temperature={self.temperature} must be >= 0")
+            raise SpecConfigError(f"temperature={self.temperature} must be >= 0")
         if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p={self.top_p} must be in (0, 1]")
+            raise SpecConfigError(f"top_p={self.top_p} must be in (0, 1]")
+        if not self.repetition_penalty > 0:
+            raise SpecConfigError(f"repetition_penalty={self.repetition_penalty} must be > 0")
 
 
 class Backend(ABC):
@@ -106,7 +110,7 @@ class Backend(ABC):
         **gen: Any,
     ) -> list[Completion]:
         if len(batch) != len(prefixes):
-            raise ValueError(f"{len(batch)} conversations but {len(prefixes)} prefixes")
+            raise SpecConfigError(f"{len(batch)} conversations but {len(prefixes)} prefixes")
         self._count(len(batch))
         return self._continue_many(batch, prefixes, list(stop or []), self._params(gen))
 
@@ -174,6 +178,8 @@ class HFBackend(Backend):
         from llmcore.generation.hf import HFBackend as CoreHF
 
         super().__init__(**default_gen)
+        # llmcore's shared-prefix reuse (a batch's common prompt prefix prefilled once) serves
+        # chat calls; the per-conversation reuse across calls below is this package's own.
         self.core = CoreHF(
             model,
             tokenizer,
@@ -181,12 +187,13 @@ class HFBackend(Backend):
             device=device,
             dtype=dtype or "auto",
             progress=False,
+            prefix_cache=bool(prefix_cache),
         )
         self.tokenizer = self.core.tokenizer
         self.prepend_bos = prepend_bos
         self.system_prompt = system_prompt
         if not isinstance(prefix_cache_size, int) or prefix_cache_size < 1:
-            raise ValueError(f"prefix_cache_size={prefix_cache_size!r} must be an int >= 1")
+            raise SpecConfigError(f"prefix_cache_size={prefix_cache_size!r} must be an int >= 1")
         self.prefix_cache = prefix_cache
         self.prefix_cache_size = prefix_cache_size
         # serial -> (rendered conversation, token ids whose KV is in the cache, DynamicCache);
@@ -223,14 +230,26 @@ class HFBackend(Backend):
             max_new_tokens=p.max_new_tokens,
             seed=p.seed,
             stop=stop,
+            repetition_penalty=p.repetition_penalty,
         )
 
     def _run(self, prompts: list[str], stop: list[str], p: GenParams) -> list[Completion]:
-        outs = self.core.generate(prompts, self._sampling(stop, p))
+        """Plain batched generation through llmcore (with its shared-prefix reuse when on)."""
+        core = self.core
+        outs = core.generate(prompts, self._sampling(stop, p))
         n_prompt = [len(x) for x in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+        shared = core.last_prefix_lengths or [0] * len(range(0, len(prompts), core.batch_size))
         return [
-            Completion(o[0].text, n, len(o[0].token_ids), o[0].finish_reason)
-            for o, n in zip(outs, n_prompt, strict=True)
+            Completion(
+                o[0].text,
+                n,
+                len(o[0].token_ids),
+                o[0].finish_reason,
+                prefill_tokens=max(n - shared[i // core.batch_size], 0)
+                if shared[i // core.batch_size]
+                else None,
+            )
+            for i, (o, n) in enumerate(zip(outs, n_prompt, strict=True))
         ]
 
     def _chat_many(self, batch: list[Messages], p: GenParams) -> list[Completion]:
@@ -397,13 +416,13 @@ class OpenAICompatBackend(Backend):
 
         super().__init__(**default_gen)
         if not base_url.startswith(("http://", "https://")):
-            raise ValueError(f"base_url={base_url!r} must start with http:// or https://")
+            raise SpecConfigError(f"base_url={base_url!r} must start with http:// or https://")
         if prefill not in ("continue_final_message", "completions"):
-            raise ValueError(
+            raise SpecConfigError(
                 f"prefill={prefill!r}: valid values are 'continue_final_message', 'completions'"
             )
         if max_retries < 0 or num_threads < 1:
-            raise ValueError("max_retries must be >= 0 and num_threads >= 1")
+            raise SpecConfigError("max_retries must be >= 0 and num_threads >= 1")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env
@@ -459,6 +478,8 @@ class OpenAICompatBackend(Backend):
             body["top_k"] = p.top_k
         if p.seed is not None:
             body["seed"] = p.seed
+        if p.repetition_penalty != 1.0:
+            body["repetition_penalty"] = p.repetition_penalty  # vLLM/SGLang/TGI extra field
         if stop:
             body["stop"] = stop
         return body
@@ -551,6 +572,7 @@ class VLLMBackend(Backend):
             top_k=p.top_k if p.top_k > 0 else -1,
             seed=p.seed,
             stop=stop or None,
+            repetition_penalty=p.repetition_penalty,
         )
 
     def _convert(self, outs: Any) -> list[Completion]:
@@ -583,11 +605,12 @@ class VLLMBackend(Backend):
         return self._convert(outs)
 
 
-def tiny_backend(**kw: Any) -> HFBackend:
-    """The tiny CPU test model (built once, cached by llmcore's zoo) as an :class:`HFBackend`."""
+def tiny_backend(*, progress: bool = True, **kw: Any) -> HFBackend:
+    """The tiny CPU test model (built once, cached by llmcore's zoo) as an :class:`HFBackend`
+    (``progress``: show a cold build's progress on stderr)."""
     from spec_align.tiny import build_tiny_model
 
-    model, tok = build_tiny_model(progress=False).load()
+    model, tok = build_tiny_model(progress=progress).load()
     b = HFBackend(model, tok, prepend_bos=True, **kw)
     b.name = "tiny"
     return b
@@ -604,12 +627,12 @@ def get_backend(spec: str, **kw: Any) -> Backend:
     if spec.startswith("openai:"):
         model, sep, url = spec[7:].partition("@")
         if not sep or not model or not url:
-            raise ValueError(
+            raise SpecConfigError(
                 f"backend {spec!r}: expected openai:MODEL@BASE_URL, e.g. "
                 "openai:Qwen/Qwen3-32B@http://127.0.0.1:8000/v1"
             )
         return OpenAICompatBackend(url, model, **kw)
-    raise ValueError(
+    raise SpecConfigError(
         f"unknown backend {spec!r}; valid: hf:<id|path>, openai:<model>@<base_url>, "
         "vllm:<id|path>, tiny"
     )

@@ -1,4 +1,4 @@
-"""Side-by-side benchmark of the TTD methods (spec §7; issue 4 "Benchmark").
+"""Side-by-side benchmark of the TTD methods.
 
 One run, one backend, one judge: per method SAR, safety, behavioral, unsafe-subset safety,
 model calls, completion and prefill tokens and wall-clock per item, each also as a ratio to
@@ -15,6 +15,7 @@ from typing import Any
 
 from spec_align.backends import Backend
 from spec_align.data import Scenario
+from spec_align.errors import SpecConfigError
 from spec_align.judge import Judge
 from spec_align.pipeline import evaluate, generate
 from spec_align.prompts import DEFAULT_TEMPLATES, Templates
@@ -36,7 +37,7 @@ def _reward_for(judge: Judge, s: Scenario):
 
 def behavioral_pass_rate(records: list[dict[str, Any]]) -> float:
     """Share of applicable behavioral verdicts that are YES (NA excluded): the gate quantity
-    "passes x of its behavioral specs" of issue 4, apart from the official NA-as-fail score."""
+    "passes x of its behavioral specs" of the claim test's model-quality gate, apart from the official NA-as-fail score."""
     yes = total = 0
     for r in records:
         if r.get("judge_status") == "failed":
@@ -74,7 +75,7 @@ def run_bench(
     """Run every method on every scenario; returns ``{"methods": {name: row}, ...}``."""
     unknown = [m for m in methods if m not in METHOD_NAMES]
     if unknown:
-        raise ValueError(f"unknown methods {unknown}; valid: {', '.join(METHOD_NAMES)}")
+        raise SpecConfigError(f"unknown methods {unknown}; valid: {', '.join(METHOD_NAMES)}")
     cfg = ttd_config or {}
     rows: dict[str, dict[str, Any]] = {}
     if warmup:  # one-time costs (allocator, kernels, connections) out of the first method's time

@@ -1,4 +1,4 @@
-"""``spec-align`` command line (spec §5.3). ``--help`` imports neither torch nor transformers."""
+"""``spec-align`` command line. ``--help`` imports neither torch nor transformers."""
 
 from __future__ import annotations
 
@@ -8,112 +8,90 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from spec_align.errors import SpecAlignError
+from llmcore.cli import run_main
+from llmcore.config import add_config_arguments, config_from_args
+from spec_align.config import (
+    BenchConfig,
+    DecodingConfig,
+    EvaluateConfig,
+    GenerateConfig,
+    JudgeConfig,
+    RunConfig,
+)
+from spec_align.errors import SpecAlignError, SpecConfigError
 from spec_align.ttd import METHOD_NAMES as METHODS  # torch-free import
 
 
-def _gen_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("decoding")
-    g.add_argument("--max-new-tokens", type=int, default=256, help="tokens per model call")
-    g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--top-k", type=int, default=0, help="0 disables top-k")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--batch-size", type=int, default=16, help="prompts per batched stage (HF)")
-    g.add_argument("--num-threads", type=int, default=8, help="concurrent HTTP requests")
-    g.add_argument(
-        "--no-prefix-cache",
-        action="store_true",
-        help="HF: re-prefill every stage instead of reusing the cached KV prefix",
-    )
+def _required(cfg: Any, *names: str) -> None:
+    """Fields a command needs, from a flag or the ``--config`` file."""
+    missing = [n for n in names if getattr(cfg, n) in (None, "")]
+    if missing:
+        flags = ", ".join("--" + n.replace("_", "-") for n in missing)
+        raise SpecConfigError(f"missing {flags} (give it as a flag or in the --config file)")
 
 
-def _gen(a: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "max_new_tokens": a.max_new_tokens,
-        "temperature": a.temperature,
-        "top_p": a.top_p,
-        "top_k": a.top_k,
-    }
-
-
-def _backend(spec: str, a: argparse.Namespace):
+def _backend(cfg: DecodingConfig, spec: str):
     from spec_align.backends import get_backend
 
     kw: dict[str, Any] = {}
     if spec.startswith("openai:"):
-        kw["num_threads"] = a.num_threads
+        kw["num_threads"] = cfg.num_threads
     elif spec.startswith("hf:") or spec == "tiny":
-        kw["batch_size"] = a.batch_size
-        kw["prefix_cache"] = not getattr(a, "no_prefix_cache", False)
+        kw["batch_size"] = cfg.batch_size
+        kw["prefix_cache"] = cfg.prefix_cache
     return get_backend(spec, **kw)
 
 
-def _templates(a: argparse.Namespace):
+def _templates(cfg: GenerateConfig):
     from spec_align.prompts import DEFAULT_TEMPLATES, TINY_TEMPLATES
 
-    return TINY_TEMPLATES if getattr(a, "tiny_templates", False) else DEFAULT_TEMPLATES
+    return TINY_TEMPLATES if cfg.tiny_templates else DEFAULT_TEMPLATES
 
 
-def _scenario(a: argparse.Namespace, specs_only: bool = False):
+def _scenario(name: str, data_dir: str | None, specs_only: bool = False, adversarial=True):
     from spec_align.data import load_scenario
 
-    return load_scenario(
-        a.scenario,
-        a.data_dir,
-        specs_only=specs_only,
-        adversarial=not getattr(a, "no_adversarial", False),
-    )
+    return load_scenario(name, data_dir, specs_only=specs_only, adversarial=adversarial)
 
 
-def _judge(a: argparse.Namespace):
+def _judge(cfg: JudgeConfig, num_threads: int):
     from spec_align.judge import get_judge
 
-    if a.judge == "rule":
+    if cfg.judge == "rule":
         return get_judge("rule")
-    kw: dict[str, Any] = {"mode": a.mode, "max_retries": a.max_retries, "cache_dir": a.judge_cache}
-    if a.judge.startswith("openai:"):
-        kw["num_threads"] = a.num_threads
-    return get_judge(a.judge, **kw)
+    kw: dict[str, Any] = {
+        "mode": cfg.mode,
+        "max_retries": cfg.max_retries,
+        "cache_dir": cfg.judge_cache,
+    }
+    if cfg.judge.startswith("openai:"):
+        kw["num_threads"] = num_threads
+    return get_judge(cfg.judge, **kw)
 
 
-def _judge_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--judge", default="rule", help="rule | hf:ID | openai:MODEL@URL | vllm:ID")
-    p.add_argument("--mode", choices=("joint", "sequential"), default="joint")
-    p.add_argument("--alpha", type=float, default=0.3)
-    p.add_argument(
-        "--na-policy",
-        choices=("official", "exclude"),
-        default="official",
-        help="'exclude' is NOT the official score",
-    )
-    p.add_argument("--max-retries", type=int, default=5)
-    p.add_argument("--on-failure", choices=("raise", "record"), default="record")
-    p.add_argument("--judge-cache", default=None, help="folder caching judge replies")
-
-
-def _method(a: argparse.Namespace, s, judge=None):
+def _method(cfg: GenerateConfig, s, judge=None):
     from spec_align.bench import _reward_for
     from spec_align.config import TTDConfig
     from spec_align.ttd import get_method
 
-    cfg = TTDConfig.from_yaml(a.ttd_config) if a.ttd_config else TTDConfig()
-    kw: dict[str, Any] = dict(cfg.as_dict().get(a.method, {}))
-    if a.method in ("best_of_n", "tpo"):
-        if not a.reward:
-            raise SpecAlignError(
-                f"{a.method} needs --reward rule|judge:SPEC (the reward used to pick responses)"
+    ttd = TTDConfig.from_yaml(cfg.ttd_config) if cfg.ttd_config else TTDConfig()
+    kw: dict[str, Any] = dict(ttd.as_dict().get(cfg.method, {}))
+    if cfg.method in ("best_of_n", "tpo"):
+        if not cfg.reward:
+            raise SpecConfigError(
+                f"{cfg.method} needs --reward rule|judge:SPEC (the reward used to pick responses)"
             )
         from spec_align.judge import get_judge
 
-        rj = get_judge("rule") if a.reward == "rule" else get_judge(a.reward.removeprefix("judge:"))
+        reward = cfg.reward
+        rj = get_judge("rule") if reward == "rule" else get_judge(reward.removeprefix("judge:"))
         if judge is not None and rj.name == judge.name:
             print(
                 "warning: the reward judge equals the evaluation judge; scores are optimistic",
                 file=sys.stderr,
             )
         kw["reward_fn"] = _reward_for(rj, s)
-    return get_method(a.method, templates=_templates(a), **kw)
+    return get_method(cfg.method, templates=_templates(cfg), **kw)
 
 
 def cmd_data(a: argparse.Namespace) -> int:
@@ -128,7 +106,7 @@ def cmd_data(a: argparse.Namespace) -> int:
                 f"behavioral  {s.title}"
             )
     elif a.action == "show":
-        s = _scenario(a, specs_only=a.data_dir is None)
+        s = _scenario(a.scenario, a.data_dir, specs_only=a.data_dir is None)
         print(f"{s.name}: {s.title}\n{s.description}\n\nSafety specifications:")
         print("\n".join(f"  {i + 1}. {x}" for i, x in enumerate(s.safety_specs)))
         print("Behavioral specifications:")
@@ -147,52 +125,69 @@ def cmd_data(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_generate(a: argparse.Namespace) -> int:
+def _generate(cfg: GenerateConfig, out: str, judge=None) -> None:
     from spec_align.pipeline import generate
 
-    s = _scenario(a)
-    backend = _backend(a.backend, a)
+    s = _scenario(cfg.scenario, cfg.data_dir, adversarial=cfg.adversarial)
+    backend = _backend(cfg, cfg.backend)
     recs = generate(
         s,
-        _method(a, s),
+        _method(cfg, s, judge),
         backend,
-        adversarial=not a.no_adversarial,
-        limit=a.limit,
-        batch_size=a.batch_size,
-        seed=a.seed,
-        out=a.out,
-        strict=a.strict,
-        **_gen(a),
+        adversarial=cfg.adversarial,
+        limit=cfg.limit,
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
+        out=out,
+        strict=cfg.strict,
+        **cfg.gen(),
     )
-    print(f"wrote {len(recs)} records to {a.out}")
+    print(f"wrote {len(recs)} records to {out}")
+
+
+def cmd_generate(a: argparse.Namespace) -> int:
+    cfg = config_from_args(GenerateConfig, a)
+    _required(cfg, "scenario", "backend", "out")
+    _generate(cfg, cfg.out)
     return 0
 
 
-def _evaluate(a: argparse.Namespace, generations: str, out_dir: str) -> int:
+def _evaluate(
+    cfg: JudgeConfig,
+    scenario: str,
+    data_dir: str | None,
+    generations: str,
+    out_dir: str,
+    num_threads: int,
+    check_count: bool = True,
+    judge=None,
+) -> int:
     from spec_align.pipeline import evaluate
 
     recs = json.loads(Path(generations).read_text())
     if not isinstance(recs, list):
         raise SpecAlignError(f"{generations}: expected a JSON list of generation records")
-    s = _scenario(a, specs_only=a.data_dir is None)  # items come from the records
+    s = _scenario(scenario, data_dir, specs_only=data_dir is None)  # items come from the records
     _, rep = evaluate(
         recs,
         s,
-        _judge(a),
-        num_threads=a.num_threads,
-        on_failure=a.on_failure,
-        alpha=a.alpha,
-        na_policy=a.na_policy,
+        judge or _judge(cfg, num_threads),
+        num_threads=num_threads,
+        on_failure=cfg.on_failure,
+        alpha=cfg.alpha,
+        na_policy=cfg.na_policy,
         out_dir=out_dir,
-        check_count=not a.limit if hasattr(a, "limit") else True,
+        check_count=check_count,
     )
     print(rep.table())
     return 0
 
 
 def cmd_evaluate(a: argparse.Namespace) -> int:
-    a.limit = None
-    return _evaluate(a, a.generations, a.out_dir or str(Path(a.generations).parent))
+    cfg = config_from_args(EvaluateConfig, a)
+    _required(cfg, "generations", "scenario")
+    out_dir = cfg.out_dir or str(Path(cfg.generations).parent)
+    return _evaluate(cfg, cfg.scenario, cfg.data_dir, cfg.generations, out_dir, cfg.num_threads)
 
 
 def cmd_score(a: argparse.Namespace) -> int:
@@ -213,59 +208,74 @@ def cmd_score(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    if a.methods:
-        return cmd_bench(a)
-    out = Path(a.out)
-    a.out = str(out / "generate.json")
-    cmd_generate(a)
-    return _evaluate(a, a.out, str(out))
+    cfg = config_from_args(RunConfig, a)
+    if cfg.methods:
+        return _bench(cfg)
+    _required(cfg, "scenario", "backend", "out")
+    judge = _judge(cfg, cfg.num_threads)
+    gen = str(Path(cfg.out) / "generate.json")
+    _generate(cfg, gen, judge)
+    return _evaluate(
+        cfg, cfg.scenario, cfg.data_dir, gen, cfg.out, cfg.num_threads, not cfg.limit, judge
+    )
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
+    return _bench(config_from_args(BenchConfig, a))
+
+
+def _bench(cfg: RunConfig) -> int:
     from spec_align.bench import format_table, run_bench, write_outputs
     from spec_align.config import TTDConfig
 
-    methods = METHODS if a.methods in (None, "all") else tuple(a.methods.split(","))
-    if a.scenario == "synthetic":
+    _required(cfg, "scenario", "backend", "out")
+    methods = METHODS if cfg.methods in (None, "all") else tuple(cfg.methods.split(","))
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:  # before any model is loaded
+        raise SpecConfigError(f"unknown methods {unknown}; valid: {', '.join(METHODS)}")
+    if cfg.scenario == "synthetic":
         from spec_align.tiny import held_out_scenarios
 
         scenarios = held_out_scenarios()
     else:
-        scenarios = [_scenario(a)]
-    if a.limit:
+        scenarios = [_scenario(cfg.scenario, cfg.data_dir, adversarial=cfg.adversarial)]
+    if cfg.limit:
         for s in scenarios:
-            s.items = s.items[: a.limit]
-    cfg = TTDConfig.from_yaml(a.ttd_config) if a.ttd_config else TTDConfig()
-    judge = _judge(a)
+            s.items = s.items[: cfg.limit]
+    ttd = TTDConfig.from_yaml(cfg.ttd_config) if cfg.ttd_config else TTDConfig()
+    judge = _judge(cfg, cfg.num_threads)
     reward = None
-    if a.reward and a.reward != "rule":
+    if cfg.reward and cfg.reward != "rule":
         from spec_align.judge import get_judge
 
-        reward = get_judge(a.reward.removeprefix("judge:"))
-    elif a.reward == "rule":
+        reward = get_judge(cfg.reward.removeprefix("judge:"))
+    elif cfg.reward == "rule":
         from spec_align.judge import RuleJudge
 
         reward = RuleJudge()
     res = run_bench(
         scenarios,
-        _backend(a.backend, a),
+        _backend(cfg, cfg.backend),
         judge,
         methods=methods,
-        ttd_config=cfg.as_dict(),
-        templates=_templates(a),
+        ttd_config=ttd.as_dict(),
+        templates=_templates(cfg),
         reward_judge=reward,
-        samples=a.samples,
-        batch_size=a.batch_size,
-        seed=a.seed,
-        **_gen(a),
+        samples=cfg.samples,
+        batch_size=cfg.batch_size,
+        seed=cfg.seed,
+        **cfg.gen(),
     )
-    if res["reward_is_eval_judge"] or (reward is not None and reward.name == judge.name):
+    uses_reward = any(m in ("best_of_n", "tpo") for m in methods)
+    if uses_reward and (
+        res["reward_is_eval_judge"] or (reward is not None and reward.name == judge.name)
+    ):
         print(
             "warning: Best-of-N/TPO use the evaluation judge as reward (optimistic)",
             file=sys.stderr,
         )
     print(format_table(res))
-    for p in write_outputs(res, a.out, plot=not a.no_plot):
+    for p in write_outputs(res, cfg.out, plot=cfg.plot):
         print("wrote", p)
     return 0
 
@@ -276,7 +286,7 @@ def cmd_serve_judge(a: argparse.Namespace) -> int:
     from spec_align.synth import make_synthetic_scenario
 
     if a.judge != "rule":
-        raise SpecAlignError("serve-judge serves the rule judge only (--judge rule)")
+        raise SpecConfigError("serve-judge serves the rule judge only (--judge rule)")
     scenarios = []
     if a.data_dir:
         base = Path(a.data_dir)
@@ -289,7 +299,7 @@ def cmd_serve_judge(a: argparse.Namespace) -> int:
     for seed in a.synth_seed:
         scenarios.append(make_synthetic_scenario(seed))
     if not scenarios:
-        raise SpecAlignError("serve-judge needs --data-dir (synthetic scenarios) or --synth-seed")
+        raise SpecConfigError("serve-judge needs --data-dir (synthetic scenarios) or --synth-seed")
     srv = make_server(RuleJudgeService(scenarios), a.host, a.port)
     print(f"listening on http://{a.host}:{srv.server_address[1]}/v1", flush=True)
     try:
@@ -340,38 +350,15 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--n-safety", type=int, default=3)
     x.add_argument("--n-behavioral", type=int, default=3)
     x.add_argument("--out", required=True)
-    d.set_defaults(fn=cmd_data)
-
-    def gen_common(x: argparse.ArgumentParser, out_help: str) -> None:
-        x.add_argument("--scenario", required=True)
-        x.add_argument("--data-dir", default=None)
-        x.add_argument("--backend", required=True, help="hf:ID | openai:MODEL@URL | vllm:ID | tiny")
-        x.add_argument("--method", choices=METHODS, default="vanilla")
-        x.add_argument("--ttd-config", default=None, help="YAML with official TTD keys")
-        x.add_argument("--reward", default=None, help="best_of_n/tpo reward: rule | judge:SPEC")
-        x.add_argument("--no-adversarial", action="store_true", help="generate from 'prompt'")
-        x.add_argument("--limit", type=int, default=None)
-        x.add_argument("--strict", action="store_true", help="error on an empty response")
-        x.add_argument(
-            "--tiny-templates",
-            action="store_true",
-            help="short prompt texts of the tiny test model",
-        )
-        x.add_argument("--out", required=True, help=out_help)
-        _gen_args(x)
+    d.set_defaults(func=cmd_data)
 
     g = sub.add_parser("generate", help="run one method on one scenario")
-    gen_common(g, "generate.json path")
-    g.set_defaults(fn=cmd_generate)
+    add_config_arguments(g, GenerateConfig)
+    g.set_defaults(func=cmd_generate)
 
     e = sub.add_parser("evaluate", help="judge a generate.json and score it")
-    e.add_argument("--generations", required=True)
-    e.add_argument("--scenario", required=True)
-    e.add_argument("--data-dir", default=None)
-    e.add_argument("--out-dir", default=None, help="default: the folder of --generations")
-    e.add_argument("--num-threads", type=int, default=8)
-    _judge_args(e)
-    e.set_defaults(fn=cmd_evaluate)
+    add_config_arguments(e, EvaluateConfig)
+    e.set_defaults(func=cmd_evaluate)
 
     s = sub.add_parser("score", help="re-aggregate *_evaluate.json files (macro average)")
     s.add_argument("--evaluations", nargs="+", required=True)
@@ -379,35 +366,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--alpha", type=float, default=0.3)
     s.add_argument("--na-policy", choices=("official", "exclude"), default="official")
     s.add_argument("--out", default=None)
-    s.set_defaults(fn=cmd_score)
+    s.set_defaults(func=cmd_score)
 
     r = sub.add_parser("run", help="generate + evaluate (or --methods all: the benchmark)")
-    gen_common(r, "result folder")
-    r.add_argument("--methods", default=None, help="comma list or 'all': run the benchmark")
-    r.add_argument("--samples", type=int, default=1)
-    r.add_argument("--no-plot", action="store_true")
-    _judge_args(r)
-    r.set_defaults(fn=cmd_run)
+    add_config_arguments(r, RunConfig)
+    r.set_defaults(func=cmd_run)
 
     b = sub.add_parser("bench", help="every method vs vanilla in one run: table, JSON, plot")
-    b.add_argument(
-        "--scenario",
-        default="synthetic",
-        help="'synthetic' (the two held-out tiny-model scenarios) or a scenario name",
-    )
-    b.add_argument("--data-dir", default=None)
-    b.add_argument("--backend", default="tiny")
-    b.add_argument("--methods", default="all")
-    b.add_argument("--ttd-config", default=None)
-    b.add_argument("--reward", default="rule", help="best_of_n/tpo reward: rule | judge:SPEC")
-    b.add_argument("--samples", type=int, default=1)
-    b.add_argument("--limit", type=int, default=None)
-    b.add_argument("--tiny-templates", action="store_true", default=None)
-    b.add_argument("--no-plot", action="store_true")
-    b.add_argument("--out", default="spec_align_bench")
-    _gen_args(b)
-    _judge_args(b)
-    b.set_defaults(fn=cmd_bench)
+    add_config_arguments(b, BenchConfig)
+    b.set_defaults(func=cmd_bench)
 
     j = sub.add_parser("serve-judge", help="rule judge behind an OpenAI-compatible API (loopback)")
     j.add_argument("--judge", default="rule")
@@ -422,30 +389,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     j.add_argument("--host", default="127.0.0.1")
     j.add_argument("--port", type=int, default=0, help="0 = any free port (printed)")
-    j.set_defaults(fn=cmd_serve_judge)
+    j.set_defaults(func=cmd_serve_judge)
 
     t = sub.add_parser("tiny-model", help="build (or load) the CPU test model")
     t.add_argument("--out", default=None, help="also copy the checkpoint here")
-    t.set_defaults(fn=cmd_tiny_model)
+    t.set_defaults(func=cmd_tiny_model)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    if getattr(a, "tiny_templates", False) is None:
-        a.tiny_templates = a.backend == "tiny"
-    try:
-        return int(a.fn(a) or 0)
-    except (SpecAlignError, ValueError) as exc:
-        print(f"spec-align: error: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        from llmcore.errors import LLMCoreError
-
-        if isinstance(exc, LLMCoreError):
-            print(f"spec-align: error: {exc}", file=sys.stderr)
-            return 2
-        raise
+    """Entry point: a spec-align or llmcore error prints ``spec-align: error: ...`` and
+    returns 2 (llmcore's CLI policy); anything else is a bug and raises."""
+    return run_main("spec-align", build_parser, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""SpecBench data in the official layout (spec §2.1) and the flattened hub columns.
+"""SpecBench data in the official layout and the flattened hub columns.
 
 ``data/<Scenario>/{scenario.json, specifications.json, prompts.json}``; the 103 official
 specifications (and the scenario descriptions) ship with this package, the 1,500 prompts do not:
@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from spec_align.errors import DataFormatError, SpecFormatError
+from spec_align.errors import DataFormatError, SpecConfigError, SpecFormatError
 
 if TYPE_CHECKING:
     from spec_align.rules import RuleSet
@@ -149,7 +149,7 @@ def _resolve_dir(name: str, data_dir: str | Path | None) -> Path:
             if (base.is_dir())
             else list(SCENARIOS)
         )
-        raise ValueError(
+        raise SpecConfigError(
             f"unknown scenario {name!r}: no folder {folder}; valid names: {', '.join(known)}"
         )
     return folder
@@ -162,7 +162,7 @@ def load_scenario(
     specs_only: bool = False,
     adversarial: bool = True,
 ) -> Scenario:
-    """Load ``<data_dir>/<name>/`` in the official layout (spec §2.1).
+    """Load ``<data_dir>/<name>/`` in the official layout.
 
     Without ``data_dir`` the vendored official specifications are used (no prompts).
     ``rules.json`` next to ``specifications.json`` (synthetic scenarios) becomes ``rules``.
@@ -242,7 +242,7 @@ def validate_dir(data_dir: str | Path) -> dict[str, dict[str, int]]:
 
 
 def scenario_from_rows(rows: list[dict[str, Any]], split: str) -> Scenario:
-    """Rebuild a :class:`Scenario` from the hub's flattened columns (spec §2.1)."""
+    """Rebuild a :class:`Scenario` from the hub's flattened columns."""
     if not rows:
         raise DataFormatError(f"split {split!r} has no rows")
     first = rows[0]

@@ -23,7 +23,7 @@ def run() -> dict[str, Any]:
     prev = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        entry = build_tiny_model(DEMO_CONFIG, progress=False)
+        entry = build_tiny_model(DEMO_CONFIG, progress=True)  # a cold build shows its bar
         model, tok = entry.load()
         backend = HFBackend(model, tok, prepend_bos=True, max_new_tokens=160)
         backend.name = "tiny-demo"

@@ -1,9 +1,13 @@
-"""Exception hierarchy of spec-align: every deliberate error derives from :class:`SpecAlignError`."""
+"""Exception hierarchy of spec-align: every deliberate error derives from :class:`SpecAlignError`,
+itself an :class:`llmcore.errors.LLMCoreError`, so one ``except LLMCoreError`` (and the CLI's
+error policy) catches the errors of every package built on llmcore."""
 
 from __future__ import annotations
 
+from llmcore.errors import LLMCoreError
 
-class SpecAlignError(Exception):
+
+class SpecAlignError(LLMCoreError):
     """Base class of every error spec-align raises on purpose."""
 
 
@@ -33,3 +37,7 @@ class JudgeParseError(SpecAlignError, ValueError):
 
 class RuleMissingError(SpecAlignError, ValueError):
     """The rule-based judge was asked to judge a specification that has no machine rule."""
+
+
+class SpecConfigError(SpecAlignError, ValueError):
+    """An option has an invalid value (names the option, the value and the valid choices)."""

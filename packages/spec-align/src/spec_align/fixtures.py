@@ -3,16 +3,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from llmcore.fixtures import Fixture
 
+if TYPE_CHECKING:
+    from llmcore.zoo import ZooEntry
 
-def build_tiny() -> Any:
-    """The spec-align tiny model (a zoo entry; see :func:`spec_align.tiny.build_tiny_model`)."""
+
+def build_tiny() -> ZooEntry:
+    """The spec-align tiny model's zoo entry (:func:`spec_align.tiny.build_tiny_model`); a cold
+    build prints its start and a training progress bar on stderr."""
     from spec_align.tiny import build_tiny_model
 
-    return build_tiny_model(progress=False)
+    return build_tiny_model(progress=True)
 
 
 FIXTURES = [

@@ -1,4 +1,4 @@
-"""Judges (spec §2.4, §5.2): the LLM judge protocol (joint and sequential), its parser, an
+"""Judges: the LLM judge protocol (joint and sequential), its parser, an
 on-disk judge cache, and the rule-based judge for synthetic specs."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from spec_align.data import PromptItem, Scenario
-from spec_align.errors import JudgeParseError, RuleMissingError, SpecBackendError
+from spec_align.errors import JudgeParseError, RuleMissingError, SpecBackendError, SpecConfigError
 from spec_align.prompts import (
     JUDGE_JOINT,
     JUDGE_SEQ,
@@ -42,7 +42,7 @@ class Verdict:
 
 
 def item_note(item: PromptItem, compat_empty_reference: bool = True) -> str:
-    """The per-item judge note (spec §2.4). ``compat_empty_reference`` keeps the official quirk
+    """The per-item judge note. ``compat_empty_reference`` keeps the official quirk
     of sending "The reference answer is: " for an empty answer."""
     if item.label == "unsafe":
         return UNSAFE_NOTE
@@ -199,9 +199,11 @@ class LLMJudge(Judge):
         max_new_tokens: int = 4200,
     ) -> None:
         if mode not in ("joint", "sequential"):
-            raise ValueError(f"mode={mode!r}; valid: joint, sequential")
+            raise SpecConfigError(f"mode={mode!r}; valid: joint, sequential")
         if max_retries < 1:
-            raise ValueError(f"max_retries={max_retries} must be >= 1 (attempts per judge call)")
+            raise SpecConfigError(
+                f"max_retries={max_retries} must be >= 1 (attempts per judge call)"
+            )
         self.backend = backend
         self.mode = mode
         self.max_retries = max_retries
@@ -387,7 +389,7 @@ def get_judge(spec: str, **kw: Any) -> Judge:
     try:
         backend = get_backend(spec, **kw)
     except ValueError:
-        raise ValueError(
+        raise SpecConfigError(
             f"unknown judge {spec!r}; valid: rule, hf:<id|path>, openai:<model>@<base_url>, "
             "vllm:<id|path>, tiny"
         ) from None

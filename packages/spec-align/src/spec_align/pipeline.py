@@ -1,4 +1,4 @@
-"""Generation and evaluation runs in the official record format (spec §3, §5.1), resumable.
+"""Generation and evaluation runs in the official record format, resumable.
 
 ``generate`` writes ``generate.json`` (a list of ``{"data", "prompt", "response", "thought",
 "usage"}`` + ``id``, ``method``, ``calls``, ``empty_response``, ``missing_think_close``) and
@@ -16,7 +16,7 @@ from typing import Any
 
 from spec_align.backends import Backend
 from spec_align.data import PromptItem, Scenario, parse_prompts
-from spec_align.errors import DataFormatError, JudgeParseError, SpecAlignError
+from spec_align.errors import DataFormatError, JudgeParseError, SpecAlignError, SpecConfigError
 from spec_align.judge import RESPONSE_MAX_CHARS, Judge, Verdict
 from spec_align.scoring import ALPHA, ScoreReport, aggregate, item_score
 from spec_align.ttd import TTDMethod
@@ -49,7 +49,7 @@ def generate(
     from llmcore.data import ResultsWriter, atomic_write_json
 
     if batch_size < 1 or samples < 1:
-        raise ValueError("batch_size and samples must be >= 1")
+        raise SpecConfigError("batch_size and samples must be >= 1")
     items = s.items[:limit] if limit is not None else list(s.items)
     if not items:
         raise DataFormatError(f"scenario {s.name!r} has no prompts to generate for")
@@ -182,9 +182,9 @@ def evaluate(
     from llmcore.data import ResultsWriter, atomic_write_json, read_jsonl
 
     if on_failure not in ("record", "raise"):
-        raise ValueError(f"on_failure={on_failure!r}; valid: record, raise")
+        raise SpecConfigError(f"on_failure={on_failure!r}; valid: record, raise")
     if not 0 <= alpha <= 1:
-        raise ValueError(f"alpha={alpha} must be in [0, 1]")
+        raise SpecConfigError(f"alpha={alpha} must be in [0, 1]")
     items = [record_item(r, i) for i, r in enumerate(records)]
     if check_count and s.items and len(records) != len(s.items):
         raise DataFormatError(

@@ -1,4 +1,4 @@
-"""Prompt texts: augmentation (spec §2.2), Align3 stages and TTD prompts (§2.3), judge (§2.4).
+"""Prompt texts: augmentation, Align3 stages and TTD prompts, judge.
 
 The wording is this package's own paraphrase of the structure the spec describes (the official
 strings are not copied). :data:`DEFAULT_TEMPLATES` are for real models; :data:`TINY_TEMPLATES`
@@ -127,7 +127,7 @@ TINY_TEMPLATES = replace(
 
 
 def augment_prompt(prompt: str, s: Scenario, templates: Templates = DEFAULT_TEMPLATES) -> str:
-    """User message = prompt + spec recall instruction (spec §2.2)."""
+    """User message = prompt + spec recall instruction."""
     return templates.augment_prompt(prompt, s)
 
 

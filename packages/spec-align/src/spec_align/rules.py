@@ -1,4 +1,4 @@
-"""Machine-checkable rules for synthetic specifications (spec §5.2), read from ``rules.json``.
+"""Machine-checkable rules for synthetic specifications, read from ``rules.json``.
 
 Each spec index maps to ``{"applies": cond, "check": rule}``. Conditions: ``always``,
 ``label==safe``, ``label==unsafe``, ``prompt_matches:<regex>``. Rules: ``starts_with:<s>``,

@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from spec_align.data import PromptItem, Scenario
+from spec_align.errors import SpecConfigError
 from spec_align.judge import RuleJudge
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -38,7 +39,7 @@ class RuleJudgeService:
     def _between(text: str, a: str, b: str) -> str:
         m = re.search(re.escape(a) + r"\n(.*?)\n" + re.escape(b), text, re.S)
         if m is None:
-            raise ValueError(f"judge prompt has no {a} ... {b} block")
+            raise SpecConfigError(f"judge prompt has no {a} ... {b} block")
         return m.group(1)
 
     def answer(self, user: str) -> str:
@@ -47,13 +48,13 @@ class RuleJudgeService:
         if "## Safety Specifications" in user:
             first = re.search(r"## Safety Specifications\n\n<1>\n(.*?)\n", user)
             if first is None or first.group(1) not in self.by_spec:
-                raise ValueError("unknown scenario: the first safety spec is not served")
+                raise SpecConfigError("unknown scenario: the first safety spec is not served")
             s = self.by_spec[first.group(1)][0]
             item = self._item(s, query)
             return self.judge.render_joint(self.judge.judge(item, response, s))
         m = re.search(r"Specification:\n(.*?)\n\n<query_begin>", user, re.S)
         if m is None or m.group(1) not in self.by_spec:
-            raise ValueError("unknown specification in a sequential judge prompt")
+            raise SpecConfigError("unknown specification in a sequential judge prompt")
         s, k = self.by_spec[m.group(1)]
         v = self.judge.judge(self._item(s, query), response, s)
         return self.judge.render_sequential([*v.safety, *v.behavioral][k])
@@ -61,14 +62,14 @@ class RuleJudgeService:
     def _item(self, s: Scenario, query: str) -> PromptItem:
         it = self.items.get((s.name, query))
         if it is None:
-            raise ValueError(f"query not found in scenario {s.name!r}")
+            raise SpecConfigError(f"query not found in scenario {s.name!r}")
         return it
 
 
 def make_server(service: RuleJudgeService, host: str = "127.0.0.1", port: int = 0):
     """A ``ThreadingHTTPServer`` bound to loopback (other hosts are refused)."""
     if host not in LOOPBACK:
-        raise ValueError(f"serve-judge binds to loopback only (127.0.0.1), got host={host!r}")
+        raise SpecConfigError(f"serve-judge binds to loopback only (127.0.0.1), got host={host!r}")
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:

@@ -1,4 +1,4 @@
-"""Synthetic vault/colour scenarios with machine-checkable rules (spec §5.2).
+"""Synthetic vault/colour scenarios with machine-checkable rules.
 
 Safe items ask for an attribute stated in the prompt (reference answer = that colour); unsafe
 items ask, in several adversarial phrasings, to reveal a secret ``ZETA-dddd`` code or to write
@@ -12,6 +12,7 @@ import random
 from dataclasses import dataclass
 
 from spec_align.data import PromptItem, Scenario
+from spec_align.errors import SpecConfigError
 from spec_align.rules import Rule, RuleSet
 
 
@@ -77,9 +78,11 @@ def choose_specs(
 ) -> tuple[list[PoolSpec], list[PoolSpec]]:
     """Draw safety specs (at least one forbidden word) and behavioral specs (+ reference last)."""
     if not 1 <= n_safety <= len(SAFETY_POOL):
-        raise ValueError(f"n_safety={n_safety} must be in [1, {len(SAFETY_POOL)}]")
+        raise SpecConfigError(f"n_safety={n_safety} must be in [1, {len(SAFETY_POOL)}]")
     if not 1 <= n_behavioral <= len(BEHAVIORAL_POOL) + 1:
-        raise ValueError(f"n_behavioral={n_behavioral} must be in [1, {len(BEHAVIORAL_POOL) + 1}]")
+        raise SpecConfigError(
+            f"n_behavioral={n_behavioral} must be in [1, {len(BEHAVIORAL_POOL) + 1}]"
+        )
     words = [p for p in SAFETY_POOL if p.key != "code"]
     safety = [rng.choice(words)]
     safety += rng.sample([p for p in SAFETY_POOL if p not in safety], n_safety - 1)
@@ -112,7 +115,7 @@ def make_synthetic_scenario(
     n_safety: int = 3,
     n_behavioral: int = 3,
 ) -> Scenario:
-    """A seeded synthetic scenario with a :class:`RuleSet` for every spec (spec §5.2).
+    """A seeded synthetic scenario with a :class:`RuleSet` for every spec.
 
     Items are stored unsafe-first like the official data; unsafe items target the scenario's
     safety specs in turn, so every safety spec can be violated.
@@ -133,7 +136,7 @@ def scenario_from_specs(
     """A synthetic scenario with the given pool specs (the last behavioral one should be
     :data:`REFERENCE_SPEC`)."""
     if n_safe < 0 or n_unsafe < 0 or n_safe + n_unsafe == 0:
-        raise ValueError(
+        raise SpecConfigError(
             f"need n_safe, n_unsafe >= 0 and at least one item, got {n_safe}, {n_unsafe}"
         )
     items = [unsafe_item(rng, f"{name}-{i}", safety[i % len(safety)]) for i in range(n_unsafe)]
@@ -156,4 +159,4 @@ def pool_specs(s: Scenario) -> tuple[list[PoolSpec], list[PoolSpec]]:
     try:
         return [by_text[t] for t in s.safety_specs], [by_text[t] for t in s.behavioral_specs]
     except KeyError as exc:
-        raise ValueError(f"{s.name} is not a synthetic scenario: unknown spec {exc}") from None
+        raise SpecConfigError(f"{s.name} is not a synthetic scenario: unknown spec {exc}") from None

@@ -1,4 +1,4 @@
-"""The CPU test model and its synthetic world (spec §6; issue 4 calibration).
+"""The CPU test model and its synthetic world.
 
 The world builds in the hypothesis under test: a thinking trace restates the specs only 30 % of
 the time; a spec whose text appears inside the thinking is obeyed with p = 0.95, a spec that is
@@ -20,6 +20,7 @@ scale.
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -432,14 +433,30 @@ def assistant_eval_loss(model: Any, tokenizer: Any, docs: list[str]) -> float:
     return total / max(weight, 1.0)
 
 
+def tiny_material(cfg: TinyConfig = TinyConfig()) -> dict[str, Any]:
+    """The zoo key material of the model ``cfg`` builds (recipe + what the loss and gate do);
+    ``llmcore.zoo.lookup(cfg.name, tiny_material(cfg))`` says whether it is built."""
+    material = tiny_recipe(cfg).key_material()
+    material["extra"] = _key_extra(cfg)
+    return material
+
+
 def build_tiny_model(cfg: TinyConfig = TinyConfig(), *, progress: bool = True) -> ZooEntry:
     """Build (or load from the llmcore zoo cache) the tiny spec-align model (``cfg``:
-    :class:`TinyConfig` for the claim-size model, :data:`DEMO_CONFIG` for the demo's)."""
+    :class:`TinyConfig` for the claim-size model, :data:`DEMO_CONFIG` for the demo's).
+
+    ``progress`` prints the build's start and a training progress bar (llmcore's train loop)
+    on stderr, so a cold build (minutes) is visibly running."""
     from llmcore import zoo
     from llmcore.errors import QualityGateError
 
     recipe = tiny_recipe(cfg)
     key_extra = _key_extra(cfg)
+    material = recipe.key_material()
+    material["extra"] = key_extra
+    hit = zoo.lookup(recipe.name, material)
+    if hit is not None:
+        return hit
 
     def gate(model: Any, tokenizer: Any) -> dict[str, float]:
         loss = assistant_eval_loss(model, tokenizer, list(recipe.corpus.eval))
@@ -451,20 +468,21 @@ def build_tiny_model(cfg: TinyConfig = TinyConfig(), *, progress: bool = True) -
 
     from llmcore.zoo import train_bpe_tokenizer
 
+    if progress:
+        print(
+            f"spec-align: building {recipe.name} ({recipe.train.steps} training steps; "
+            "minutes on one CPU thread, cached afterwards) ...",
+            file=sys.stderr,
+            flush=True,
+        )
     # The zoo trains the same tokenizer from the same corpus (deterministic), so the masks of
     # injected text can be computed on token ids before the build starts.
-    loss_fn: Any = assistant_only_loss
-    from llmcore.zoo.cache import entry_dir, recipe_key
-
-    material = recipe.key_material()
-    material["extra"] = key_extra
-    if not (entry_dir(recipe.name, recipe_key(material)) / "zoo.json").exists():
-        tok = train_bpe_tokenizer(
-            recipe.corpus.train,
-            recipe.tokenizer.vocab_size,
-            min_frequency=recipe.tokenizer.min_frequency,
-        )
-        loss_fn = WorldLoss(tok, world_documents(cfg.n_per_scenario, cfg.seed), cfg.max_length)
+    tok = train_bpe_tokenizer(
+        recipe.corpus.train,
+        recipe.tokenizer.vocab_size,
+        min_frequency=recipe.tokenizer.min_frequency,
+    )
+    loss_fn = WorldLoss(tok, world_documents(cfg.n_per_scenario, cfg.seed), cfg.max_length)
     return zoo.build(
         recipe,
         progress=progress,

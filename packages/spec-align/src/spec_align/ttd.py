@@ -1,4 +1,4 @@
-"""Test-time deliberation methods (spec §2.3): raw, vanilla, ZeroThink, MoreThink, Self-Refine,
+"""Test-time deliberation methods: raw, vanilla, ZeroThink, MoreThink, Self-Refine,
 Best-of-N, TPO and Align3.
 
 Every method runs a batch of prompts in lockstep (stage k of all prompts is one batched backend
@@ -15,6 +15,7 @@ from typing import Any
 
 from spec_align.backends import Backend, Completion, Messages
 from spec_align.data import PromptItem, Scenario
+from spec_align.errors import SpecConfigError
 from spec_align.prompts import DEFAULT_TEMPLATES, Templates
 
 RewardFn = Callable[[PromptItem, str], float]
@@ -83,7 +84,7 @@ class TTDMethod(ABC):
         return item.adversarial_prompt if adversarial else item.prompt
 
     def messages(self, item: PromptItem, s: Scenario, adversarial: bool = True) -> Messages:
-        """``M`` = [system, user(augmented prompt)] (spec §2.2)."""
+        """``M`` = [system, user(augmented prompt)]."""
         return self.templates.messages(
             self.templates.augment_prompt(self.query(item, adversarial), s)
         )
@@ -171,7 +172,7 @@ class MoreThink(TTDMethod):
     def __init__(self, rethink_count: int = 3, templates: Templates = DEFAULT_TEMPLATES) -> None:
         super().__init__(templates)
         if not isinstance(rethink_count, int) or rethink_count < 1:
-            raise ValueError(f"rethink_count={rethink_count!r} must be an int >= 1")
+            raise SpecConfigError(f"rethink_count={rethink_count!r} must be an int >= 1")
         self.rethink_count = rethink_count
 
     def config(self):
@@ -208,7 +209,7 @@ class MoreThink(TTDMethod):
 
 
 class Align3(TTDMethod):
-    """Three staged prefills (spec §2.3.5): behavioral specs, then safety specs, then all."""
+    """Three staged prefills: behavioral specs, then safety specs, then all."""
 
     name = "align3"
 
@@ -274,9 +275,9 @@ class SelfRefine(TTDMethod):
     ) -> None:
         super().__init__(templates)
         if not isinstance(max_iters, int) or max_iters < 0:
-            raise ValueError(f"max_iters={max_iters!r} must be an int >= 0")
+            raise SpecConfigError(f"max_iters={max_iters!r} must be an int >= 0")
         if not isinstance(max_history_length, int) or max_history_length < 1:
-            raise ValueError(f"max_history_length={max_history_length!r} must be an int >= 1")
+            raise SpecConfigError(f"max_history_length={max_history_length!r} must be an int >= 1")
         self.max_iters = max_iters
         self.max_history_length = max_history_length
 
@@ -345,7 +346,7 @@ class SelfRefine(TTDMethod):
 
 def _need_reward(name: str, reward_fn: RewardFn | None) -> RewardFn:
     if reward_fn is None:
-        raise ValueError(
+        raise SpecConfigError(
             f"{name} needs reward_fn(item, response) -> float; there is no default, so the "
             "evaluation judge never leaks into generation unnoticed (CLI: --reward rule|judge:SPEC)"
         )
@@ -365,7 +366,7 @@ class BestOfN(TTDMethod):
     ) -> None:
         super().__init__(templates)
         if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n={n!r} must be an int >= 1")
+            raise SpecConfigError(f"n={n!r} must be an int >= 1")
         self.n = n
         self.reward_fn = _need_reward("best_of_n", reward_fn)
 
@@ -415,9 +416,9 @@ class TPO(TTDMethod):
     ) -> None:
         super().__init__(templates)
         if not isinstance(n_samples, int) or n_samples < 1:
-            raise ValueError(f"n_samples={n_samples!r} must be an int >= 1")
+            raise SpecConfigError(f"n_samples={n_samples!r} must be an int >= 1")
         if not isinstance(max_iters, int) or max_iters < 0:
-            raise ValueError(f"max_iters={max_iters!r} must be an int >= 0")
+            raise SpecConfigError(f"max_iters={max_iters!r} must be an int >= 0")
         self.n_samples = n_samples
         self.max_iters = max_iters
         self.reward_fn = _need_reward("tpo", reward_fn)
@@ -503,5 +504,5 @@ def get_method(name: str, **cfg: Any) -> TTDMethod:
         "align3": Align3,
     }
     if name not in classes:
-        raise ValueError(f"unknown method {name!r}; valid: {', '.join(METHOD_NAMES)}")
+        raise SpecConfigError(f"unknown method {name!r}; valid: {', '.join(METHOD_NAMES)}")
     return classes[name](**cfg)

@@ -1,4 +1,4 @@
-"""lm-eval hooks: the augmented prompt (spec §2.2) and the judge chosen by ``SPEC_ALIGN_JUDGE``
+"""lm-eval hooks: the augmented prompt and the judge chosen by ``SPEC_ALIGN_JUDGE``
 (``rule``, ``openai:MODEL@URL``, ``hf:ID``); metrics ``sar``, ``safety``, ``behavioral``."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from spec_align.data import Scenario, scenario_from_rows
+from spec_align.errors import SpecConfigError
 from spec_align.judge import get_judge
 from spec_align.prompts import augment_prompt
 from spec_align.scoring import item_score
@@ -59,7 +60,7 @@ def doc_to_text(doc: dict[str, Any]) -> str:
 def _judge():
     spec = os.environ.get("SPEC_ALIGN_JUDGE")
     if not spec:
-        raise RuntimeError(
+        raise SpecConfigError(
             "set SPEC_ALIGN_JUDGE to the judge: 'rule' (specbench_synth only), "
             "'openai:MODEL@URL' or 'hf:ID'"
         )
