@@ -42,10 +42,10 @@ def train_bpe_tokenizer(
     deterministic for a given ``texts`` order.
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
     from llmcore.errors import ConfigError
 
+    extra_special_tokens = tuple(extra_special_tokens)
     specials = [*SPECIAL_TOKENS.values(), *CHAT_TOKENS, *extra_special_tokens]
     if vocab_size < 256 + len(specials):
         raise ConfigError(
@@ -63,14 +63,7 @@ def train_bpe_tokenizer(
         show_progress=False,
     )
     tok.train_from_iterator(list(texts), trainer=trainer)
-    wrapped = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        additional_special_tokens=[*CHAT_TOKENS, *extra_special_tokens],
-        padding_side="left",
-        **SPECIAL_TOKENS,
-    )
-    wrapped.chat_template = CHAT_TEMPLATE
-    return wrapped
+    return _wrap(tok, extra_special_tokens)
 
 
 def word_tokenizer(
@@ -83,10 +76,10 @@ def word_tokenizer(
     nodes). Same special tokens (pad id 0), chat tokens and chat template as
     :func:`train_bpe_tokenizer`; unknown words map to ``<unk>``; decoding joins with spaces."""
     from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
 
     from llmcore.errors import ConfigError
 
+    extra_special_tokens = tuple(extra_special_tokens)
     specials = [*SPECIAL_TOKENS.values(), *CHAT_TOKENS, *extra_special_tokens]
     words: list[str] = []
     for s in symbols:
@@ -99,6 +92,19 @@ def word_tokenizer(
     vocab = {t: i for i, t in enumerate([*specials, *words])}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=SPECIAL_TOKENS["unk_token"]))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return _wrap(tok, extra_special_tokens)
+
+
+def corpus_symbols(texts: Iterable[str]) -> list[str]:
+    """Every whitespace-separated word of ``texts``, sorted (the default word vocabulary)."""
+    return sorted({w for t in texts for w in t.split()})
+
+
+def _wrap(tok, extra_special_tokens: Iterable[str]) -> PreTrainedTokenizerFast:
+    """A ``tokenizers.Tokenizer`` as ``PreTrainedTokenizerFast`` with the zoo's special tokens,
+    chat role tokens, left padding and chat template."""
+    from transformers import PreTrainedTokenizerFast
+
     wrapped = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         additional_special_tokens=[*CHAT_TOKENS, *extra_special_tokens],
@@ -107,8 +113,3 @@ def word_tokenizer(
     )
     wrapped.chat_template = CHAT_TEMPLATE
     return wrapped
-
-
-def corpus_symbols(texts: Iterable[str]) -> list[str]:
-    """Every whitespace-separated word of ``texts``, sorted (the default word vocabulary)."""
-    return sorted({w for t in texts for w in t.split()})
