@@ -12,7 +12,7 @@ import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -372,37 +372,28 @@ def block_modules(model: nn.Module, layer: int) -> BlockModules:
     block = model.get_submodule(block_name)
     cls = type(model).__name__
 
-    def unknown(what: str, parent: nn.Module, parent_name: str, tried: tuple[str, ...]) -> NoReturn:
-        found = [n for n, _ in parent.named_children()]
-        raise ConfigError(
-            f"block_modules does not know the layout of {cls}: no {what} ({'/'.join(tried)}) "
-            f"in {parent_name!r} ({type(parent).__name__}); its children are: "
-            f"{', '.join(found) or '(none)'}. Pass module names to the hooks directly instead."
-        )
+    def need(what: str, parent: nn.Module, parent_name: str, tried: tuple[str, ...]) -> str:
+        """The first of ``tried`` that is a child module of ``parent``, else a ConfigError."""
+        name = _child(parent, tried)
+        if name is None:
+            found = [n for n, _ in parent.named_children()]
+            raise ConfigError(
+                f"block_modules does not know the layout of {cls}: no {what} "
+                f"({'/'.join(tried)}) in {parent_name!r} ({type(parent).__name__}); its children "
+                f"are: {', '.join(found) or '(none)'}. Pass module names to the hooks directly "
+                "instead."
+            )
+        return name
 
-    attn = _child(block, _ATTN)
-    if attn is None:
-        unknown("attention module", block, block_name, _ATTN)
+    attn = need("attention module", block, block_name, _ATTN)
     attn_mod = getattr(block, attn)
-    attn_out = _child(attn_mod, _ATTN_OUT)
-    if attn_out is None:
-        unknown("attention output projection", attn_mod, f"{block_name}.{attn}", _ATTN_OUT)
-    v_proj = _child(attn_mod, _V_PROJ)
-    v_fused = v_proj is None
-    if v_fused:
-        v_proj = _child(attn_mod, _QKV_FUSED)
-        if v_proj is None:
-            unknown("value projection", attn_mod, f"{block_name}.{attn}", _V_PROJ + _QKV_FUSED)
-    mlp = _child(block, _MLP)
-    if mlp is None:
-        unknown("MLP", block, block_name, _MLP)
+    attn_out = need("attention output projection", attn_mod, f"{block_name}.{attn}", _ATTN_OUT)
+    v_fused = _child(attn_mod, _V_PROJ) is None
+    v_proj = need("value projection", attn_mod, f"{block_name}.{attn}", _V_PROJ + _QKV_FUSED)
+    mlp = need("MLP", block, block_name, _MLP)
     mlp_mod = getattr(block, mlp)
-    mlp_down = _child(mlp_mod, _MLP_DOWN)
-    if mlp_down is None:
-        unknown("MLP down projection", mlp_mod, f"{block_name}.{mlp}", _MLP_DOWN)
-    norm = _child(block, _INPUT_NORM)
-    if norm is None:
-        unknown("input norm", block, block_name, _INPUT_NORM)
+    mlp_down = need("MLP down projection", mlp_mod, f"{block_name}.{mlp}", _MLP_DOWN)
+    norm = need("input norm", block, block_name, _INPUT_NORM)
     return BlockModules(
         block=block_name,
         attn=f"{block_name}.{attn}",

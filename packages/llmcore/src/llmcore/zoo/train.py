@@ -248,53 +248,39 @@ def greedy_completions(
     objective: str = "causal",
     batch_size: int = 32,
 ) -> list[str]:
-    """Greedy completions of ``prompts`` (each encoded as ``[bos] + prompt``, no chat template),
-    cut at eos. Causal models decode with ``generate``; masked-diffusion models with LLaDA's
-    sampler (one block, one token per step)."""
+    """Greedy completions of ``prompts`` (each read as ``bos + prompt``, no chat template), cut
+    at eos. Causal models decode through :class:`~llmcore.generation.HFBackend`; masked-diffusion
+    models with LLaDA's sampler (one block, one token per step)."""
+    if objective != "masked_diffusion":
+        from llmcore.generation import HFBackend, SamplingParams
+
+        backend = HFBackend(model, tokenizer, batch_size=batch_size, progress=False)
+        texts = [(tokenizer.bos_token or "") + p for p in prompts]
+        outs = backend.generate(texts, SamplingParams(max_new_tokens=max_new_tokens))
+        return [o[0].text.strip() for o in outs]
+
     import torch
 
+    from llmcore.diffusion import llada_generate
     from llmcore.models import model_device
 
     dev = model_device(model)
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     out: list[str] = []
-    rows = [[bos, *r] for r in tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
     model.eval()
-    with torch.no_grad():
-        for i in range(0, len(rows), batch_size):
-            chunk = rows[i : i + batch_size]
-            if objective == "masked_diffusion":
-                from llmcore.diffusion import llada_generate
-
-                gen = [
-                    llada_generate(
-                        model,
-                        torch.tensor([r], device=dev),
-                        tokenizer.mask_token_id,
-                        gen_length=max_new_tokens,
-                        steps=max_new_tokens,
-                        block_length=max_new_tokens,
-                    )[0, len(r) :].tolist()
-                    for r in chunk
-                ]
-            else:
-                width = max(len(r) for r in chunk)  # left-pad for batched generation
-                ids = torch.tensor([[tokenizer.pad_token_id] * (width - len(r)) + r for r in chunk])
-                starts = torch.tensor([width - len(r) for r in chunk])[:, None]
-                att = (torch.arange(width)[None, :] >= starts).long()
-                res = model.generate(
-                    input_ids=ids.to(dev),
-                    attention_mask=att.to(dev),
-                    max_new_tokens=max_new_tokens,
-                    do_sample=False,
-                    pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=eos,
-                )
-                gen = res[:, width:].tolist()
-            for g in gen:
-                if eos in g:
-                    g = g[: g.index(eos)]
-                out.append(tokenizer.decode(g, skip_special_tokens=True).strip())
+    for row in tokenizer(list(prompts), add_special_tokens=False)["input_ids"]:
+        ids = [bos, *row]
+        gen = llada_generate(
+            model,
+            torch.tensor([ids], device=dev),
+            tokenizer.mask_token_id,
+            gen_length=max_new_tokens,
+            steps=max_new_tokens,
+            block_length=max_new_tokens,
+        )[0, len(ids) :].tolist()
+        if eos in gen:
+            gen = gen[: gen.index(eos)]
+        out.append(tokenizer.decode(gen, skip_special_tokens=True).strip())
     return out
 
 
