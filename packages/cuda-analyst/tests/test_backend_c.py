@@ -69,3 +69,20 @@ def test_cache_hits_by_source(cbackend):
 def test_blocked_matmul_beats_naive_256(cbackend):
     r = Evaluator(get_task("matmul"), cbackend).evaluate(candidate("matmul", "fast"))
     assert r.status == "FAST" and r.combined_score > 1.12, r.timing
+
+
+def test_threads_share_an_evaluator_safely(cbackend):
+    """Two worker threads on one evaluator (as in ``intervene``): distinct and identical sources
+    in flight together; no thread removes another's sandbox directory."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_analyst.evaluator import EvalCache, Evaluator
+    from cuda_analyst.tasks import get_task
+
+    task = get_task("vector_add")
+    ev = Evaluator(task, cbackend, cache=EvalCache())
+    srcs = [task.baseline_src + f"/* thread variant {k % 3} */\n" for k in range(6)]
+    with ThreadPoolExecutor(2) as pool:
+        res = list(pool.map(ev.evaluate, srcs))
+    assert all(r.check.get("ok") for r in res), [r.error for r in res]
+    assert sum(r.cached for r in res) == 3 and ev.cache.misses == 3

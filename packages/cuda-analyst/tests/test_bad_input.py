@@ -100,8 +100,20 @@ def test_gpu_only_parts_name_the_missing_piece(monkeypatch, sandbox):
 
     from cuda_analyst import backends
 
-    with pytest.raises(ToolUnavailableError, match="not part of this release"):
-        backends.get_backend("cuda")
+    for name in ("cuda", "kernelbench"):
+        with pytest.raises(
+            ToolUnavailableError, match="CUDA device and is not part of this release"
+        ):
+            backends.get_backend(name)
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n == "triton" else real_find_spec(n, *a)
+    )
+    with pytest.raises(ToolUnavailableError, match=r"cuda-analyst\[triton\]"):
+        backends.TritonInterpreterBackend(sandbox=sandbox)
+    monkeypatch.setattr(importlib.util, "find_spec", real_find_spec)
     monkeypatch.setattr(backends.shutil, "which", lambda name: None)
     with pytest.raises(ToolUnavailableError, match="nvcc"):
         backends.CudaCompileOnlyBackend(sandbox=sandbox)

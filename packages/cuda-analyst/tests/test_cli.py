@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from cuda_analyst.candidates import candidate
 from cuda_analyst.cli import main
 
@@ -24,6 +25,20 @@ def test_eval_kernel(tmp_path, capsys, cbackend):
     out = json.loads(capsys.readouterr().out)
     assert out["status"] == "COMPILE" and out["backend"] == "c"
     assert {r["name"] for r in out["reports"]} >= {"ErrorPhase", "Debugger"}
+
+
+@pytest.mark.extended
+def test_eval_kernel_kernelbench(tmp_path, capsys, cbackend):
+    """Extended (one more sandboxed torch start, ~8 s under load): ``--kernelbench``."""
+    from test_kernelbench import RELU_C, RELU_PROBLEM
+
+    prob, cand = tmp_path / "19_ReLU.py", tmp_path / "relu.c"
+    prob.write_text(RELU_PROBLEM)
+    cand.write_text(RELU_C)
+    assert main(["eval-kernel", "--kernelbench", str(prob), str(cand)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "PASS" and out["timing"]["meaningful"] is False
+    assert out["signature"] == "void kernel(const float* x, float* out, int x_d0, int x_d1)"
 
 
 def test_pipeline(tmp_path, capsys, cbackend, eval_cache):

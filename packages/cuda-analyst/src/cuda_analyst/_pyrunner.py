@@ -1,7 +1,8 @@
-"""Standalone runner for Python kernels (NumPy / numba) inside the sandbox.
+"""Standalone runner for Python kernels (NumPy / numba / Triton) inside the sandbox.
 
 Usage: ``python _pyrunner.py job.json``. Imports only the standard library and NumPy (numba
-when the candidate does); never imports cuda_analyst. Writes ``result.json`` / output ``.npz``.
+when the candidate does; torch when the job asks for tensors, as Triton kernels take torch
+tensors); never imports cuda_analyst. Writes output ``.npz`` files (and timings on stdout).
 """
 
 import json
@@ -14,7 +15,7 @@ import numpy as np
 def _load(path):
     with open(path) as f:
         src = f.read()
-    ns = {"np": np, "numpy": np}
+    ns = {"np": np, "numpy": np, "__name__": "cand", "__file__": path}
     exec(compile(src, path, "exec"), ns)
     return ns
 
@@ -24,11 +25,20 @@ def main():
         job = json.load(f)
     cand = _load(job["candidate"])["kernel"]
     if job["mode"] == "run":
+        torch = None
+        if job.get("tensors") == "torch":
+            import torch
+
+            torch.set_num_threads(1)
         for case in job["cases"]:
             data = np.load(case["inputs"])
             ins = [data[f"in{k}"] for k in range(case["n_in"])]
             outs = [np.zeros(s, dtype=np.float32) for s in case["out_shapes"]]
+            if torch is not None:
+                ins = [torch.from_numpy(np.ascontiguousarray(x)) for x in ins]
+                outs = [torch.from_numpy(o) for o in outs]  # shares memory with the arrays
             cand(*_order(job["kinds"], ins, outs, case["ints"]))
+            outs = [o.numpy() if torch is not None else o for o in outs]
             np.savez(case["outputs"], **{f"out{k}": o for k, o in enumerate(outs)})
         return
     ref = _load(job["reference"])[job["reference_name"]]

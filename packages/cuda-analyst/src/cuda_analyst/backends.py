@@ -2,9 +2,11 @@
 
 ``CBackend`` compiles a C kernel (the CPU stand-in for a CUDA kernel) with gcc/cc together with
 a generated C harness and the task's naive baseline into one executable, which then runs in the
-sandbox (no Python in the child). ``CudaCompileOnlyBackend`` gives real compile feedback for CUDA
-sources with ``nvcc --ptx`` (no device needed) but nothing else. Every result carries its
-``backend`` tag.
+sandbox (no Python in the child). ``NumpyBackend``, ``NumbaBackend`` and
+``TritonInterpreterBackend`` run Python kernels through a standalone runner in the sandbox (the
+Triton one in Triton's CPU interpreter: correctness only, its timing means nothing).
+``CudaCompileOnlyBackend`` gives real compile feedback for CUDA sources with ``nvcc --ptx`` (no
+device needed) but nothing else. Every result carries its ``backend`` tag.
 """
 
 from __future__ import annotations
@@ -83,6 +85,13 @@ class KernelBackend(Protocol):
     def time(self, artifact: Path, task: Task, warmup: int = 2, repeat: int = 15) -> Timing: ...
 
     def profile(self, artifact: Path, task: Task) -> dict[str, Any]: ...
+
+
+def can_time(backend: Any, task: Task) -> bool:
+    """Whether ``backend`` gives a meaningful speedup for ``task`` (the evaluator stops at PASS
+    otherwise): a backend may declare ``can_time(task)``; without it, timing is meaningful."""
+    fn = getattr(backend, "can_time", None)
+    return bool(fn(task)) if callable(fn) else task.timed
 
 
 def classify_run(res: SandboxResult) -> str:
@@ -294,6 +303,9 @@ class CBackend:
         self._support[key] = d
         return d
 
+    def can_time(self, task: Task) -> bool:
+        return task.timed
+
     def digest(self, src: str, task: Task) -> str:
         return hashlib.sha256(
             json.dumps([src, self.cc, self.flags, task.name, task.signature]).encode()
@@ -448,6 +460,10 @@ class PythonKernelBackend:
 
     name = "python"
     address_space: int | None = 4 << 30
+    tensors = "numpy"
+    """What the kernel's arrays are: ``numpy`` arrays, or ``torch`` CPU tensors."""
+    extra_env: tuple[tuple[str, str], ...] = ()
+    """Environment added to the runner's (e.g. ``TRITON_INTERPRET=1``)."""
 
     def __init__(
         self,
@@ -466,6 +482,7 @@ class PythonKernelBackend:
         from cuda_analyst.sandbox import python_launch
 
         head, env, bind = python_launch(self.sandbox, wd)
+        env.update(dict(self.extra_env))
         return self.sandbox.run([*head, *args], cwd=wd, timeout=timeout, env=env, bind=bind,
                                 limits=SandboxLimits(address_space=address_space))  # fmt: skip
 
@@ -477,9 +494,7 @@ class PythonKernelBackend:
         (wd / "cand.py").write_text(src)
         runner = importlib.resources.files("cuda_analyst").joinpath("_pyrunner.py").read_text()
         (wd / "_pyrunner.py").write_text(runner)
-        import inspect
-
-        (wd / "reference.py").write_text(inspect.getsource(task.reference))
+        (wd / "reference.py").write_text(_shippable_source(task.reference) or "")
         for f in ("cand.py", "_pyrunner.py", "reference.py"):
             self.sandbox.give(wd / f)
         code = "import sys; compile(open('cand.py').read(), 'cand.py', 'exec')"
@@ -506,7 +521,7 @@ class PythonKernelBackend:
     ) -> Path:
         job = {"mode": mode, "candidate": "cand.py", "reference": "reference.py",
                "reference_name": task.reference.__name__, "kinds": [a.kind for a in task.args],
-               "cases": cases, "warmup": warmup, "repeat": repeat}  # fmt: skip
+               "cases": cases, "warmup": warmup, "repeat": repeat, "tensors": self.tensors}  # fmt: skip
         (wd / f"job-{mode}.json").write_text(json.dumps(job))
         self.sandbox.give(wd / f"job-{mode}.json")
         return wd / f"job-{mode}.json"
@@ -518,6 +533,11 @@ class PythonKernelBackend:
         self.sandbox.give(wd / f"in{k}.npz")
         return {"inputs": f"in{k}.npz", "outputs": f"out{k}.npz", "n_in": len(xs), "ints": ints,
                 "out_shapes": [list(s) for s in shapes]}  # fmt: skip
+
+    def can_time(self, task: Task) -> bool:
+        """The speedup's baseline is the task's reference run in the runner, so it must be a
+        plain Python function (a sandboxed PyTorch reference is not)."""
+        return task.timed and _shippable_source(task.reference) is not None
 
     def check(self, artifact: Path, task: Task, seeds: tuple[int, ...] = (0, 1, 2)) -> CheckResult:
         wd = artifact.parent
@@ -580,6 +600,18 @@ class PythonKernelBackend:
         }
 
 
+def _shippable_source(fn: Any) -> str | None:
+    """Source of a plain function the runner can define, or ``None``."""
+    import inspect
+
+    if not inspect.isfunction(fn):
+        return None
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+
+
 class NumpyBackend(PythonKernelBackend):
     """NumPy kernels (``RLIMIT_AS`` 4 GiB on the run)."""
 
@@ -593,6 +625,41 @@ class NumbaBackend(PythonKernelBackend):
 
     name = "numba"
     address_space = None
+
+
+class TritonInterpreterBackend(PythonKernelBackend):
+    """Triton kernels in Triton's CPU interpreter (``TRITON_INTERPRET=1``): correctness feedback
+    only. The candidate defines ``@triton.jit`` kernels and a launcher ``kernel(*inputs,
+    *outputs, *ints)`` that receives float32 CPU torch tensors (outputs written in place).
+
+    The interpreter runs each program instance in NumPy, so its wall time says nothing about a
+    GPU: the evaluator stops at PASS (``timing == {"meaningful": False, ...}``) and ``time``
+    refuses. Runs get ``RLIMIT_AS`` 4 GiB, like NumPy kernels."""
+
+    name = "triton-interpret"
+    tensors = "torch"
+    extra_env = (("TRITON_INTERPRET", "1"),)
+
+    def __init__(self, **kw: Any) -> None:
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
+            raise ToolUnavailableError(
+                "TritonInterpreterBackend needs triton (Linux): pip install 'cuda-analyst[triton]'"
+            )
+        super().__init__(**kw)
+
+    def can_time(self, task: Task) -> bool:
+        return False
+
+    def time(self, artifact: Path, task: Task, warmup: int = 2, repeat: int = 15) -> Timing:
+        raise ToolUnavailableError(
+            "the Triton interpreter's timing is meaningless (it emulates each program in NumPy); "
+            "time Triton kernels on a GPU"
+        )
+
+    def profile(self, artifact: Path, task: Task) -> dict[str, Any]:
+        return {"backend": self.name, "meaningful": False}
 
 
 class CudaCompileOnlyBackend:
@@ -738,7 +805,8 @@ def compiler_messages(log: str) -> list[dict[str, Any]]:
 
 
 def get_backend(name: str, **kw: Any) -> KernelBackend:
-    """``c`` or ``cuda-compile-only``."""
+    """A backend by name: ``c``, ``numpy``, ``numba``, ``triton-interpret``,
+    ``cuda-compile-only`` (alias ``nvcc``) or ``nvrtc-compile-only``."""
     from cuda_analyst.errors import AnalystValueError
 
     if name == "c":
@@ -751,10 +819,14 @@ def get_backend(name: str, **kw: Any) -> KernelBackend:
         return NumpyBackend(**kw)
     if name == "numba":
         return NumbaBackend(**kw)
-    if name in ("cuda", "kernelbench", "triton-interpret"):
+    if name in ("triton-interpret", "triton"):
+        return TritonInterpreterBackend(**kw)
+    if name in ("cuda", "kernelbench"):
         raise ToolUnavailableError(
-            f"backend {name!r} is not part of this release; use 'c' or 'cuda-compile-only'"
+            f"backend {name!r} needs a CUDA device and is not part of this release; on the CPU use "
+            "'c', 'numpy' or 'triton-interpret' (correctness), or 'cuda-compile-only' (nvcc --ptx)"
         )
     raise AnalystValueError(
-        f"unknown backend {name!r}: use c, numpy, numba, cuda-compile-only or nvrtc-compile-only"
+        f"unknown backend {name!r}: use c, numpy, numba, triton-interpret, cuda-compile-only or "
+        "nvrtc-compile-only"
     )

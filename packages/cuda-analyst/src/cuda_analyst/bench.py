@@ -1,10 +1,11 @@
 """``cuda-analyst bench``: CPU benchmark of the evaluator and the analysis layer.
 
-1. Evaluator throughput (C backend, CPU), cold and warm cache, 1 and 2 workers.
+1. Evaluator throughput (C backend, CPU), cold and warm cache, 1 and 2 workers; the NumPy and
+   Triton-interpreter backends (1 worker; Triton: correctness only) for comparison.
 2. Timing protocol: min/median of candidate and baseline, speedup, STREAM-style copy bandwidth.
 3. Frozen vs end-to-end ablation on the same 8 masks: across-seed std, LLM calls, tokens, time.
 4. Exact vs permutation-sampled Shapley for n = 3..6 players (error, coalitions evaluated).
-Every number is a CPU stand-in measurement (backend ``c``), never a GPU speedup.
+Every number is a CPU measurement tagged with its backend, never a GPU speedup.
 """
 
 from __future__ import annotations
@@ -37,6 +38,51 @@ def _throughput(n: int = 12) -> list[dict[str, Any]]:
                 res = list(pool.map(ev.evaluate, batch))
             dt = time.perf_counter() - t0
             rows.append({"backend": "c", "workers": workers, "cache": phase, "candidates": n,
+                         "seconds": round(dt, 3), "candidates_per_s": round(n / dt, 2),
+                         "statuses": sorted({r.status for r in res})})  # fmt: skip
+    return rows + _python_throughput()
+
+
+_PY_SRC = {
+    "numpy": "def kernel(x, y, out, n):\n    np.add(x, y, out=out)\n",
+    "triton-interpret": """import triton
+import triton.language as tl
+
+
+@triton.jit
+def _add(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+def kernel(x, y, out, n):
+    _add[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+""",
+}
+
+
+def _python_throughput(n: int = 3) -> list[dict[str, Any]]:
+    """Cold/warm throughput of the Python-runner backends (one sandboxed interpreter start per
+    check, plus one per timing run for NumPy)."""
+    from cuda_analyst.backends import get_backend
+    from cuda_analyst.errors import ToolUnavailableError
+    from cuda_analyst.evaluator import EvalCache, Evaluator
+    from cuda_analyst.tasks import get_task
+
+    rows = []
+    for name, src in _PY_SRC.items():
+        try:
+            be = get_backend(name)
+        except ToolUnavailableError:
+            continue
+        ev = Evaluator(get_task("vector_add"), be, cache=EvalCache())
+        batch = [src + f"# variant {k} {time.time_ns()}\n" for k in range(n)]
+        for phase in ("cold", "warm"):
+            t0 = time.perf_counter()
+            res = [ev.evaluate(s) for s in batch]
+            dt = time.perf_counter() - t0
+            rows.append({"backend": name, "workers": 1, "cache": phase, "candidates": n,
                          "seconds": round(dt, 3), "candidates_per_s": round(n / dt, 2),
                          "statuses": sorted({r.status for r in res})})  # fmt: skip
     return rows
@@ -167,7 +213,7 @@ def _plot(out: dict[str, Any], path: str) -> None:
             "cuda-analyst bench --plot", "plot", package="cuda-analyst"
         ) from None
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.5))
-    tp = [r for r in out["throughput"] if r["cache"] == "cold"]
+    tp = [r for r in out["throughput"] if r["cache"] == "cold" and r["backend"] == "c"]
     ax[0].bar([f"{r['workers']} worker(s)" for r in tp], [r["candidates_per_s"] for r in tp])
     ax[0].axhline(3, ls="--", c="k")
     ax[0].set_title("C evaluator, cold cache (CPU)")

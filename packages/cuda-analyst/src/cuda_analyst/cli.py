@@ -21,7 +21,8 @@ def _add_backend(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--backend",
         default="c",
-        help="c (CPU stand-in for CUDA), numpy, numba, cuda-compile-only (nvcc --ptx) or nvrtc-compile-only",
+        help="c (CPU stand-in for CUDA), numpy, numba, triton-interpret (correctness only), "
+        "cuda-compile-only (nvcc --ptx) or nvrtc-compile-only",
     )
     p.add_argument("--allow-unisolated", action="store_true",
                    help="run generated code with resource limits only when namespaces/uid drop are unavailable")  # fmt: skip
@@ -63,12 +64,19 @@ def cmd_eval_kernel(args: argparse.Namespace) -> int:
             )
         )
         return 0 if r.ok else 1
-    task = get_task(args.task)
+    if args.kernelbench:
+        from cuda_analyst.kernelbench import from_kernelbench
+
+        base = Path(args.kernelbench_baseline).read_text() if args.kernelbench_baseline else None
+        task = from_kernelbench(args.kernelbench, baseline_src=base, sandbox=be.sandbox)
+    else:
+        task = get_task(args.task)
     res = Evaluator(task, be).evaluate(src)
     reports = build_reports(
         task, src, res, AnalysisMask(plan=3, d=3, a=3, p=3, r=3 if args.reference else 0)
     )
-    out = {"backend": res.backend, "task": task.name, "status": res.status, "combined_score": res.combined_score,
+    out = {"backend": res.backend, "task": task.name, "signature": task.signature, "status": res.status,
+           "combined_score": res.combined_score, "timing": res.timing,
            "suspicious": res.suspicious, "error": res.error, "isolation": res.isolation,
            "reports": [{"name": r.name, "text": r.decision_text()} for r in reports]}  # fmt: skip
     print(json.dumps(out, indent=1))
@@ -166,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("file")
     e.add_argument("--task", default="softmax_rows")
     e.add_argument("--reference", action="store_true", help="also show the reference-code player")
+    e.add_argument("--kernelbench", default=None, metavar="PROBLEM.py",
+                   help="task from a KernelBench problem file (its Model runs with CPU torch in the sandbox)")  # fmt: skip
+    e.add_argument("--kernelbench-baseline", default=None, metavar="BASE.c",
+                   help="C baseline to time against (without it: correctness only)")  # fmt: skip
     _add_backend(e)
     e.set_defaults(func=cmd_eval_kernel)
 

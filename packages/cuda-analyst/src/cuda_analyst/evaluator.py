@@ -15,12 +15,13 @@ import hashlib
 import json
 import math
 import shutil
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda_analyst.backends import KernelBackend, Timing
+from cuda_analyst.backends import KernelBackend, Timing, can_time
 from cuda_analyst.errors import AnalystValueError
 from cuda_analyst.tasks import Task
 
@@ -81,6 +82,9 @@ def evaluator_digest() -> str:
         "cuda_analyst.backends",
         "cuda_analyst.tasks",
         "cuda_analyst.sandbox",
+        "cuda_analyst.kernelbench",
+        "cuda_analyst._pyrunner",
+        "cuda_analyst._kbrunner",
     )
 
 
@@ -144,6 +148,8 @@ class Evaluator:
         self.seeds, self.warmup, self.repeat = tuple(seeds), warmup, repeat
         self.cache = cache if cache is not None else EvalCache()
         self.timer = timer
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
 
     def key(self, src: str) -> str:
         flags = list(getattr(self.backend, "flags", ()))
@@ -157,22 +163,25 @@ class Evaluator:
         if not src or not src.strip():
             return Result("FAIL", error={"stage": "extract", "reason": "No code block in reply"},
                           backend=self.backend.name, task=self.task.name)  # fmt: skip
-        if self.timer is None:
-            key = self.key(src)
-            hit = self.cache.get(key)
-            if hit is not None:
-                return hit
-        self._workdirs: list[Path] = []
-        try:
-            res = self._evaluate(src)
-        finally:
-            for d in self._workdirs:
-                shutil.rmtree(d, ignore_errors=True)
-        if self.timer is None:
-            self.cache.put(key, res)
+        key = self.key(src) if self.timer is None else hashlib.sha256(src.encode()).hexdigest()
+        with self._guard:  # one evaluation per source at a time (threads share artifacts)
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if self.timer is None:
+                hit = self.cache.get(key)
+                if hit is not None:
+                    return hit
+            workdirs: list[Path] = []
+            try:
+                res = self._evaluate(src, workdirs)
+            finally:
+                for d in workdirs:
+                    shutil.rmtree(d, ignore_errors=True)
+            if self.timer is None:
+                self.cache.put(key, res)
         return res
 
-    def _evaluate(self, src: str) -> Result:
+    def _evaluate(self, src: str, workdirs: list[Path]) -> Result:
         task, be = self.task, self.backend
         base = {"backend": be.name, "task": task.name}
         bad = [f for f in task.forbidden if f in src]
@@ -182,7 +191,7 @@ class Evaluator:
             )
         comp = be.compile(src, task)
         if comp.workdir is not None:
-            self._workdirs.append(comp.workdir)
+            workdirs.append(comp.workdir)
         base["isolation"] = comp.isolation
         if not comp.ok:
             err = {
@@ -199,6 +208,12 @@ class Evaluator:
             err = {"stage": stage, "reason": chk.reason, "stderr": chk.log[-2000:], "failing_seed": chk.failing_seed,
                    "max_abs": _num(chk.max_abs)}  # fmt: skip
             return Result("COMPILE", error=err, compile_log=comp.log[-4000:], check=check, **base)
+        if self.timer is None and not can_time(be, task):
+            # correct, but this backend/task pair has no meaningful speedup: PASS, score 0
+            why = (f"backend {be.name!r} gives no meaningful timing" if task.timed
+                   else f"task {task.name!r} has no baseline to time against")  # fmt: skip
+            return Result("PASS", 0.0, None, check=check, compile_log=comp.log[-4000:],
+                          timing={"meaningful": False, "note": why}, **base)  # fmt: skip
         tm = (
             self.timer(comp.artifact, task)
             if self.timer

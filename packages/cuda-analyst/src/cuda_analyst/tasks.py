@@ -77,6 +77,9 @@ class Task:
     bytes_moved: Callable[[list[np.ndarray]], int] | None = None
     """Minimum bytes a memory-bound kernel must touch (for the STREAM physical bound)."""
     description: str = ""
+    timed: bool = True
+    """Whether ``baseline_src`` is a real baseline to time against (``False``: correctness only,
+    the evaluator stops at PASS)."""
     args: tuple[Arg, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -90,6 +93,9 @@ class Task:
     @property
     def reference_src(self) -> str:
         """Source text of the reference (shown by the reference-code player)."""
+        src = getattr(self.reference, "source", None)
+        if isinstance(src, str):
+            return src
         try:
             return inspect.getsource(self.reference)
         except (OSError, TypeError):
