@@ -17,7 +17,7 @@ def world():
 
 @pytest.fixture(scope="session")
 def world_entry():
-    """The tiny model's zoo entry (cold build ~2-4 min on one core, then cached)."""
+    """The tiny model's zoo entry (cold build ~80 s CPU on one thread, then cached)."""
     from monica_syco.world import build_tiny_model
 
     return build_tiny_model(progress=False)

@@ -166,3 +166,21 @@ def test_unparseable_judge_is_none_and_counted(model_tok):
     assert LLMStepScorer.parse("YES.") == 1.0 and LLMStepScorer.parse("no") == 0.0
     assert LLMStepScorer.parse("maybe") is None
     _ = encode_prompts
+
+
+def test_engaged_contrast_needs_flags_and_recovered_steps(fitted):
+    import copy
+
+    from monica_syco.collect import fit_calibrator
+
+    _, _, ds = fitted
+    old = copy.deepcopy(ds)
+    old.engaged = None
+    with pytest.raises(MonicaDataError, match="engagement flags"):
+        fit_calibrator(old, [2, 3], contrast="engaged")
+    none = copy.deepcopy(ds)
+    none.engaged = none.labels.copy()  # no honest step engages the claim
+    with pytest.raises(MonicaDataError, match="no honest step engaging"):
+        fit_calibrator(none, [2, 3], contrast="engaged")
+    with pytest.raises(MonicaConfigError, match="'engaged'"):
+        fit_calibrator(ds, [2, 3], contrast="pairs")  # type: ignore[arg-type]

@@ -51,6 +51,7 @@ def test_dataset_round_trip_fit_generate_eval_score(fitted, world_entry, world, 
     ds.save(tmp_path / "steps")
     back = StepDataset.load(tmp_path / "steps")
     assert np.array_equal(back.states, ds.states) and back.layers == ds.layers
+    assert back.engaged is not None and np.array_equal(back.engaged, ds.engaged)
     run = tmp_path / "run"
     assert (
         main(["fit", "--steps", str(tmp_path / "steps"), "--out", str(run), "--layers", "2,3"]) == 0

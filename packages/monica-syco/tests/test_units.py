@@ -166,3 +166,24 @@ def test_items_round_trip_and_converters(tmp_path, world):
     )
     o = convert_anthropic_sycophancy(g)
     assert o[0].gold is None and o[0].cued_answer == "(A)"
+
+
+def test_engaged_contrast_pairs_deferring_with_rechecking_steps(fitted):
+    """``contrast="engaged"``: v = mean(sycophantic steps) - mean(honest steps that engage
+    the user's claim), on the train split; every sycophantic step is engaged."""
+    from monica_syco.collect import fit_calibrator, split_items
+
+    _, _, ds = fitted
+    assert ds.engaged is not None and (ds.engaged[ds.labels == 1] == 1).all()
+    rec = (ds.labels == 0) & (ds.engaged == 1)
+    assert rec.any()  # recovered wrong-cue trajectories were sampled
+    cal = fit_calibrator(ds, [2, 3], contrast="engaged")
+    tr, _ = split_items(ds, 0.2, 0)
+    for j, layer in enumerate(ds.layers):
+        S = ds.states[tr, j].astype(np.float64)
+        y, e = ds.labels[tr], ds.engaged[tr]
+        want = S[y == 1].mean(0) - S[(y == 0) & (e == 1)].mean(0)
+        got = np.asarray(cal.vectors[layer], dtype=np.float64)
+        assert np.allclose(got, want, atol=1e-5)
+    v_all = np.asarray(fit_calibrator(ds, [2, 3]).vectors[3], dtype=np.float64)
+    assert not np.allclose(v_all, np.asarray(cal.vectors[3], dtype=np.float64), atol=1e-3)

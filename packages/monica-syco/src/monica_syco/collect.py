@@ -22,7 +22,9 @@ from monica_syco.segment import StepSegmenter
 @dataclass
 class StepDataset:
     """Pooled step states ``states [N, |L|, d]`` (float32) with labels and indices; rows of
-    one trajectory are consecutive in step order (``traj_index``, ``step_index``)."""
+    one trajectory are consecutive in step order (``traj_index``, ``step_index``). ``engaged``
+    (optional) is 1 on the steps of any wrong-cue trajectory from its first step engaging the
+    user's claim on, whatever the trajectory's final answer (it marks recovered steps too)."""
 
     states: np.ndarray
     labels: np.ndarray
@@ -34,6 +36,7 @@ class StepDataset:
     hidden_size: int
     model_fingerprint: str = ""
     info: dict[str, Any] = field(default_factory=dict)
+    engaged: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -46,16 +49,16 @@ class StepDataset:
 
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
-        save_file(
-            {
-                "states": np.ascontiguousarray(self.states.astype(np.float32)),
-                "labels": self.labels.astype(np.int64),
-                "item_index": self.item_index.astype(np.int64),
-                "step_index": self.step_index.astype(np.int64),
-                "traj_index": self.traj_index.astype(np.int64),
-            },
-            str(p / "steps.safetensors"),
-        )
+        arrays = {
+            "states": np.ascontiguousarray(self.states.astype(np.float32)),
+            "labels": self.labels.astype(np.int64),
+            "item_index": self.item_index.astype(np.int64),
+            "step_index": self.step_index.astype(np.int64),
+            "traj_index": self.traj_index.astype(np.int64),
+        }
+        if self.engaged is not None:
+            arrays["engaged"] = self.engaged.astype(np.int64)
+        save_file(arrays, str(p / "steps.safetensors"))
         atomic_write_json(
             p / "steps.json",
             {
@@ -87,6 +90,7 @@ class StepDataset:
             meta["hidden_size"],
             meta["model_fingerprint"],
             meta.get("info", {}),
+            t.get("engaged"),
         )
 
 
@@ -201,7 +205,7 @@ def collect_steps(
     for it, _, text, _ in trajs:
         if it.cue_type == "none":
             clean_ok.setdefault(it.group, []).append(answer_matches(final_answer(text), it.gold))
-    rows: list[tuple[np.ndarray, int, int, int, int]] = []
+    rows: list[tuple[np.ndarray, int, int, int, int, int]] = []
     ids: dict[str, int] = {}
     counts = {"sycophantic": 0, "honest": 0, "dropped": 0, "clean": 0, "unlabelled_steps": 0}
     for k, (it, steps, text, states) in enumerate(trajs):
@@ -226,13 +230,21 @@ def collect_steps(
             counts["dropped"] += 1
             continue
         labels = onset_labels(steps, syc, it.cued_answer, lab)
+        # engagement of the claim on any wrong-cue trajectory (recovered steps included)
+        engaged = (
+            labels
+            if syc
+            else onset_labels(steps, True, it.cued_answer, lab)
+            if it.wrong_cue
+            else [0] * len(steps)
+        )
         ii = ids.setdefault(it.group, len(ids))
         for t, (y, z) in enumerate(zip(labels, states, strict=False)):
             if y is None:
                 counts["unlabelled_steps"] += 1
                 continue
             x = np.stack([z[layer].numpy() for layer in layers]).astype(np.float32)
-            rows.append((x, int(y), ii, t, k))
+            rows.append((x, int(y), ii, t, k, int(engaged[t] or 0)))
     if not rows:
         raise MonicaDataError("no labelled trajectories were collected (all dropped)")
     states_arr = np.stack([r[0] for r in rows])
@@ -247,6 +259,7 @@ def collect_steps(
         hidden_size=int(states_arr.shape[-1]),
         model_fingerprint=model_fingerprint(model),
         info={"counts": counts, "n_samples": n_samples, "temperature": temperature},
+        engaged=np.array([r[5] for r in rows]),
     )
 
 
@@ -364,7 +377,7 @@ def fit_calibrator(
     layers: list[int],
     mode: Literal["add", "clamp", "logit"] = "add",
     *,
-    contrast: Literal["all", "matched"] = "all",
+    contrast: Literal["all", "matched", "engaged"] = "all",
     dev_fraction: float = 0.2,
     seed: int = 0,
     **settings: Any,
@@ -372,17 +385,33 @@ def fit_calibrator(
     """``v_l = mu_syc - mu_hon`` of pooled train steps per calibration layer and the honest
     mean projection ``m_hon^l`` (section 2.3). ``contrast="matched"`` weights the honest
     steps so their step positions match the sycophantic steps' (a CAA-style matched
-    contrast: the vector then does not point back to the trace's opening steps)."""
+    contrast: the vector then does not point back to the trace's opening steps).
+    ``contrast="engaged"`` keeps only honest steps that engage the user's claim (steps of
+    wrong-cue trajectories that answered correctly, from their engagement onset on): the
+    vector then separates deferring to the claim from re-checking it, not mentioning the
+    user from not mentioning them (a choice made here; the method only says diff-in-means)."""
     bad = [x for x in layers if x not in ds.layers]
     if bad:
         raise MonicaConfigError(f"layers {bad} were not collected (dataset has {ds.layers})")
-    if contrast not in ("all", "matched"):
-        raise MonicaConfigError(f"contrast must be 'all' or 'matched', got {contrast!r}")
+    if contrast not in ("all", "matched", "engaged"):
+        raise MonicaConfigError(f"contrast must be 'all', 'matched' or 'engaged', got {contrast!r}")
     y = ds.labels
     tr, _ = split_items(ds, dev_fraction, seed)
     check_xy(ds.states[tr][:, 0], y[tr])
     yt, st = y[tr], ds.step_index[tr]
     w0 = (yt == 0).astype(np.float64)
+    if contrast == "engaged":
+        if ds.engaged is None:
+            raise MonicaDataError(
+                "contrast='engaged' needs a step dataset with engagement flags; collect it "
+                "again with this version of `collect_steps`"
+            )
+        w0 = ((yt == 0) & (ds.engaged[tr] == 1)).astype(np.float64)
+        if w0.sum() == 0:
+            raise MonicaDataError(
+                "contrast='engaged' found no honest step engaging the user's claim (no "
+                "recovered wrong-cue trajectory); sample more (n_samples) or use 'all'"
+            )
     if contrast == "matched":
         # honest steps reweighted to the step-position histogram of the sycophantic ones
         w0 = np.zeros(len(yt))

@@ -28,6 +28,8 @@ class WorldRunConfig:
     """context window (steps)"""
     mode: str = "add"
     """add | clamp | logit"""
+    contrast: str = "all"
+    """calibration-vector contrast: all | matched | engaged (see ``fit_calibrator``)"""
     alpha_grid: tuple[float, ...] = (0.5, 1.0, 2.0, 2.5, 3.0, 4.0, 8.0)
     """alpha_max candidates chosen on dev (the default grid plus 2.5 and 3: on the world the
     useful window between no effect and broken answers is narrow)"""
@@ -78,7 +80,13 @@ def run_world(
     timings["collect"] = time.perf_counter() - t
     t = time.perf_counter()
     mon = fit_monitor(ds, "auto" if cfg.auto_layers else cand, probe=cfg.probe, window=cfg.window)  # type: ignore[arg-type]
-    cal = fit_calibrator(ds, mon.layers, mode="add", threshold=cfg.threshold)
+    cal = fit_calibrator(
+        ds,
+        mon.layers,
+        mode="add",
+        contrast=cfg.contrast,  # type: ignore[arg-type]
+        threshold=cfg.threshold,
+    )
     timings["fit"] = time.perf_counter() - t
     t = time.perf_counter()
     dev = world.items("dev")

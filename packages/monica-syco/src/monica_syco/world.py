@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 COLOURS: tuple[str, ...] = ("red", "blue", "green", "yellow", "purple", "orange", "pink", "grey")
 _SYLLABLES = ("vel", "mo", "ka", "ri", "zu", "ton", "pa", "lek", "dor", "mi", "sa", "fen")
 
-#: Branch mix (sycophantic, recovered, honest) of the corpus traces per prompt kind.
+#: Branch mix (sycophantic, recovered, honest) of the corpus traces per prompt kind; on strong
+#: cues the recovered ("let me check again") branch is kept close to the sycophantic one so
+#: that a calibrated trajectory has a re-checking continuation to move to.
 DEFAULT_CUE_MIX: dict[str, tuple[float, float, float]] = {
-    "strong": (0.60, 0.30, 0.10),
+    "strong": (0.55, 0.40, 0.05),
     "weak": (0.10, 0.30, 0.60),
     "clean": (0.0, 0.0, 1.0),
     "correct": (0.0, 0.0, 1.0),
@@ -200,7 +202,7 @@ class TinyModelConfig:
     """decoder blocks"""
     hidden: int = 96
     """hidden size d"""
-    steps: int = 500
+    steps: int = 250
     """optimizer steps (batch 32)"""
     lr: float = 4e-3
     """peak learning rate (cosine)"""
