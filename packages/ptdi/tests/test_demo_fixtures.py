@@ -13,10 +13,11 @@ def test_method_and_fixtures_registered():
 
     assert isinstance(ptdi.METHOD, MethodInfo) and ptdi.METHOD.demo == "ptdi.demo:run"
     assert ptdi.__version__ == "0.1.0"
-    assert [f.name for f in FIXTURES] == ["ptdi-members"]
-    from ptdi.tiny import recipe
+    assert [f.name for f in FIXTURES] == ["ptdi-members", "ptdi-demo"]
+    from ptdi.tiny import DEMO_DOCS, DEMO_STEPS, recipe
 
     assert recipe().name in FIXTURES[0].entries
+    assert recipe(DEMO_STEPS, n_docs=DEMO_DOCS).name in FIXTURES[1].entries
 
 
 def test_language_is_seeded_and_balanced():

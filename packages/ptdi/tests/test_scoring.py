@@ -130,3 +130,46 @@ def test_scorer_bad_inputs(tiny_pair):
     with pytest.raises(PTDIInputError, match="vocabulary"):
         MembershipScorer(small, tok).score(TEXTS)
     torch.manual_seed(0)
+
+
+def test_streamed_projection_equals_full_logits():
+    """The online (vocabulary-blocked) log-sum-exp and moments equal a float64 log-softmax of
+    the full logits, for blocks that do and do not divide the vocabulary."""
+    from ptdi.scoring import row_stats, streamed_stats
+
+    g = torch.Generator().manual_seed(0)
+    h, w = torch.randn(37, 16, generator=g), torch.randn(101, 16, generator=g)
+    b, tgt = torch.randn(101, generator=g), torch.randint(0, 101, (37,), generator=g)
+    lsm = torch.nn.functional.linear(h, w, b).double().log_softmax(-1)
+    p = lsm.exp()
+    lp = lsm.gather(1, tgt[:, None])[:, 0]
+    mu = (p * lsm).sum(-1)
+    z = (lp - mu) / ((p * (lsm - mu[:, None]) ** 2).sum(-1)).clamp_min(1e-6).sqrt()
+    for block in (1, 7, 50, 101, 4096):
+        a, za = streamed_stats(h, w, b, tgt, want_stats=True, vocab_chunk=block)
+        a2, none = streamed_stats(h, w, b, tgt, want_stats=False, vocab_chunk=block)
+        assert none is None
+        assert torch.allclose(a.double(), lp, atol=1e-5) and torch.allclose(a2, a, atol=1e-6)
+        assert torch.allclose(za.double(), z, atol=1e-4)
+    r, zr = row_stats(torch.nn.functional.linear(h, w, b), tgt, want_stats=True)
+    assert torch.allclose(r.double(), lp, atol=1e-5) and torch.allclose(zr.double(), z, atol=1e-4)
+
+
+def test_fallback_to_model_logits_gives_the_same_scores(tiny_pair):
+    """A config with logit scaling makes the scorer use the model's own logits; on a Llama
+    (which ignores that field) both paths agree, and the output head is left untouched."""
+    from ptdi.scoring import plain_output_head
+
+    model, tok = tiny_pair
+    head = plain_output_head(model)
+    assert head is not None
+    fast = MembershipScorer(model, tok, row_chunk=3, vocab_chunk=7).score(TEXTS)
+    assert "forward" not in head.__dict__
+    model.config.final_logit_softcapping = 30.0
+    try:
+        assert plain_output_head(model) is None
+        slow = MembershipScorer(model, tok, row_chunk=3).score(TEXTS)
+    finally:
+        model.config.final_logit_softcapping = None
+    for k in fast:
+        assert np.allclose(fast[k], slow[k], atol=1e-5), k

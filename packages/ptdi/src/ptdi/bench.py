@@ -64,13 +64,14 @@ def bench_jkbb_auto(m: int = 1000, seed: int = 0) -> dict[str, Any]:
     return {"m": m, "jkbb_s": t1, "jkbb_auto_s": t2, "ratio": t2 / t1}
 
 
-def bench_scorer(n_texts: int = 64, seed: int = 0) -> dict[str, Any]:
-    """Tokens/s of :class:`MembershipScorer` against a bare forward pass on a random Llama
-    (vocab 32k, hidden 256) and the peak extra memory of the scoring step."""
+_SCORER_BATCH = 8
+
+
+def _scorer_setup(n_texts: int, seed: int = 0) -> tuple[Any, Any, list[str], Any]:
+    """A random Llama (vocab 32k, hidden 256, 2 layers), a tokenizer mapping integer words to
+    their ids, ``n_texts`` texts of 128 tokens and their id matrix (BOS first)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
-
-    from ptdi.scoring import MembershipScorer
 
     cfg = LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=512,
                       num_hidden_layers=2, num_attention_heads=4, bos_token_id=1,
@@ -87,26 +88,89 @@ def bench_scorer(n_texts: int = 64, seed: int = 0) -> dict[str, Any]:
 
     rng = np.random.default_rng(seed)
     texts = [" ".join(map(str, rng.integers(3, 32000, size=128))) for _ in range(n_texts)]
-    n_tok = n_texts * 128
-    batch = 8
     ids = torch.tensor([[1, *map(int, t.split())] for t in texts])
+    return model, _Tok(), texts, ids
+
+
+def _scorer_fns(model: Any, tok: Any, texts: list[str], ids: Any) -> dict[str, Any]:
+    import torch
+
+    from ptdi.scoring import MembershipScorer
 
     def bare():
         with torch.no_grad():
-            for i in range(0, n_texts, batch):
-                model(input_ids=ids[i : i + batch])
+            for i in range(0, len(texts), _SCORER_BATCH):
+                model(input_ids=ids[i : i + _SCORER_BATCH])
 
-    out: dict[str, Any] = {"n_texts": n_texts, "tokens": n_tok}
-    t_bare = _best(bare, repeats=2)
-    out["bare_tok_s"] = n_tok / t_bare
+    fns = {"bare": bare}
     for name, scores in (("loss_zlib_mink", ("loss", "zlib", "mink")), ("minkpp", ("minkpp",))):
-        sc = MembershipScorer(model, _Tok(), scores=scores, batch_size=batch, vocab_chunk=32)
-        t = _best(lambda sc=sc: sc.score(texts), repeats=2)
-        out[f"{name}_tok_s"] = n_tok / t
-        out[f"{name}_overhead"] = t / t_bare - 1
-    logits_mb = batch * 129 * 32000 * 4 / 2**20
-    out["logits_block_mb"] = round(logits_mb, 1)
-    out["softmax_chunk_mb"] = round(batch * 32 * 32000 * 4 / 2**20, 1)
+        sc = MembershipScorer(model, tok, scores=scores, batch_size=_SCORER_BATCH)
+        fns[name] = lambda sc=sc: sc.score(texts)
+    return fns
+
+
+def scorer_peak_rss_child(what: str) -> None:
+    """Print the peak resident-memory growth (MiB) of one call of ``what`` (``bare``,
+    ``loss_zlib_mink`` or ``minkpp``) on one batch, in this fresh process (Linux: the kernel's
+    high-water mark ``VmHWM``, reset through ``/proc/self/clear_refs``)."""
+    import torch
+
+    torch.set_num_threads(1)
+    model, tok, texts, ids = _scorer_setup(_SCORER_BATCH)
+    fn = _scorer_fns(model, tok, texts, ids)[what]
+
+    def kib(field: str) -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(field))
+
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = kib("VmRSS:")
+    fn()
+    print(json.dumps({"what": what, "peak_mib": (kib("VmHWM:") - base) / 1024}))
+
+
+def scorer_peak_rss() -> dict[str, float | None]:
+    """Measured peak memory growth of each scorer variant and of the bare forward on one batch
+    of 8 x 129 tokens, each in a fresh subprocess; ``None`` where ``/proc`` is unavailable."""
+    import subprocess
+    import sys
+
+    out: dict[str, float | None] = {}
+    for what in ("bare", "loss_zlib_mink", "minkpp"):
+        code = f"from ptdi.bench import scorer_peak_rss_child as f; f({what!r})"
+        try:
+            res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                 timeout=300, check=True)  # fmt: skip
+            line = [x for x in res.stdout.splitlines() if x.startswith("{")][-1]
+            out[what] = round(json.loads(line)["peak_mib"], 1)
+        except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+            out[what] = None
+    return out
+
+
+def bench_scorer(n_texts: int = 64, seed: int = 0, repeats: int = 5) -> dict[str, Any]:
+    """Tokens/s of :class:`MembershipScorer` against a bare forward pass (which returns the
+    full logits) on a random Llama (vocab 32k, hidden 256), timed interleaved (best of
+    ``repeats`` rounds, wall and process CPU time), and the measured peak memory growth."""
+    model, tok, texts, ids = _scorer_setup(n_texts, seed)
+    fns = _scorer_fns(model, tok, texts, ids)
+    wall = dict.fromkeys(fns, float("inf"))
+    cpu = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t0, c0 = time.perf_counter(), time.process_time()
+            fn()
+            wall[k] = min(wall[k], time.perf_counter() - t0)
+            cpu[k] = min(cpu[k], time.process_time() - c0)
+    n_tok = n_texts * 128
+    out: dict[str, Any] = {"n_texts": n_texts, "tokens": n_tok, "bare_tok_s": n_tok / wall["bare"]}
+    for name in ("loss_zlib_mink", "minkpp"):
+        out[f"{name}_tok_s"] = n_tok / wall[name]
+        out[f"{name}_overhead"] = wall[name] / wall["bare"] - 1
+        out[f"{name}_overhead_cpu"] = cpu[name] / cpu["bare"] - 1
+    out["bare_logits_mib"] = round(_SCORER_BATCH * 129 * 32000 * 4 / 2**20, 1)
+    out["peak_rss_mib"] = scorer_peak_rss()
     return out
 
 
@@ -150,20 +214,24 @@ def run_bench(out_dir: str | Path = "ptdi-bench", quick: bool = False, plot: boo
     res["scorer"] = bench_scorer(16 if quick else 64)
     res["fir_power"] = bench_fir_power(100 if quick else 500)
     res["power_vs_n"] = bench_power_vs_n(reps=60 if quick else 300)
+    sc = res["scorer"]
     timing = [
         {"what": f"ptdi_select n={res['select']['n']} m={res['select']['m']}",
-         "seconds": round(res["select"]["ptdi_select_s"], 3)},
+         "value": round(res["select"]["ptdi_select_s"], 3)},
         {"what": "statsmodels multipletests fdr_bh (same p)",
-         "seconds": None if res["select"]["statsmodels_s"] is None
+         "value": None if res["select"]["statsmodels_s"] is None
          else round(res["select"]["statsmodels_s"], 3)},
-        {"what": "bh_select alone", "seconds": round(res["select"]["bh_select_s"], 3)},
-        {"what": "one sort of m", "seconds": round(res["select"]["sort_m_s"], 3)},
+        {"what": "bh_select alone", "value": round(res["select"]["bh_select_s"], 3)},
+        {"what": "one sort of m", "value": round(res["select"]["sort_m_s"], 3)},
         {"what": f"evaluate n_exp={res['evaluate']['n_exp']}",
-         "seconds": round(res["evaluate"]["evaluate_s"], 3)},
-        {"what": "jkbb_auto / jkbb time ratio", "seconds": round(res["jkbb_auto"]["ratio"], 1)},
-        {"what": "scorer overhead loss/zlib/mink",
-         "seconds": round(res["scorer"]["loss_zlib_mink_overhead"], 3)},
-        {"what": "scorer overhead minkpp", "seconds": round(res["scorer"]["minkpp_overhead"], 3)},
+         "value": round(res["evaluate"]["evaluate_s"], 3)},
+        {"what": "jkbb_auto / jkbb time ratio", "value": round(res["jkbb_auto"]["ratio"], 1)},
+        {"what": "scorer overhead loss/zlib/mink (wall; CPU)",
+         "value": f"{sc['loss_zlib_mink_overhead']:+.3f}; {sc['loss_zlib_mink_overhead_cpu']:+.3f}"},
+        {"what": "scorer overhead minkpp (wall; CPU)",
+         "value": f"{sc['minkpp_overhead']:+.3f}; {sc['minkpp_overhead_cpu']:+.3f}"},
+        *({"what": f"peak memory growth MiB, {k} (one batch 8 x 129)", "value": v}
+          for k, v in sc["peak_rss_mib"].items()),
     ]  # fmt: skip
     print_table(timing)
     print_table(res["fir_power"])

@@ -18,6 +18,13 @@ def build_members_model() -> Any:
     return _build(progress=False)
 
 
+def build_demo_model() -> Any:
+    from ptdi.tiny import DEMO_DOCS, DEMO_STEPS
+    from ptdi.tiny import build_members_model as _build
+
+    return _build(DEMO_STEPS, n_docs=DEMO_DOCS, progress=False)
+
+
 FIXTURES = [
     Fixture(
         name="ptdi-members",
@@ -25,5 +32,12 @@ FIXTURES = [
         cold_seconds=72.0,
         entries=("ptdi-members-70",),
         description="Llama 4 x 128 trained 70 steps on the 300 member documents (loss AUC >= 0.8)",
+    ),
+    Fixture(
+        name="ptdi-demo",
+        build="ptdi.fixtures:build_demo_model",
+        cold_seconds=28.0,
+        entries=("ptdi-demo-300-50",),
+        description="demo-size Llama 4 x 128, 50 steps on 150 member documents (loss AUC >= 0.8)",
     ),
 ]

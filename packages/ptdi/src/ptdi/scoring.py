@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -100,41 +101,154 @@ def _encode(tokenizer: Any, text: str, max_length: int) -> list[int]:
     return ids[:max_length]
 
 
-def logit_stats(logits: Any, ids: Any, *, want_stats: bool, chunk: int = 128) -> tuple[Any, Any]:
-    """From ``(B, L, V)`` logits and ``(B, L)`` ids: ``(B, L-1)`` log-probs of ``ids[:, 1:]``
-    and, with ``want_stats``, Min-K%++'s ``z_t = (log p_t - mu_t) / sigma_t`` (``sigma_t^2``
-    clamped at 1e-6), from a float32 log-softmax over ``chunk`` positions at a time."""
+POST_HEAD_SCALES = ("final_logit_softcapping", "logit_scale", "logits_scaling")
+"""Config fields of models whose logits are not the output projection's own output (soft-capping,
+scaling): for those the scorer takes the logits from the model's ordinary forward."""
+
+
+def row_stats(x: Any, targets: Any, *, want_stats: bool) -> tuple[Any, Any]:
+    """Log-probs of ``targets`` (R,) under ``(R, V)`` logits rows and, with ``want_stats``,
+    Min-K%++'s ``z_t = (log p_t - mu_t) / sigma_t`` (``sigma_t^2`` clamped at 1e-6).
+
+    float32; one exponential of the block: with ``y = x - max x``, ``e = exp(y)``, ``s = sum e``,
+    ``log p_t = y_t - log s``, ``mu_t = E_p[y] - log s`` and ``sigma_t^2 = E_p[y^2] - E_p[y]^2``
+    (the variance of ``log p`` is shift-free). Works in place on ``x`` when it is float32.
+    """
     import torch
 
-    vocab = logits.shape[-1]
-    top = int(ids.max())
-    if top >= vocab:
+    x = x.float()
+    tgt = targets.unsqueeze(-1)
+    if not want_stats:
+        return (x.gather(-1, tgt) - torch.logsumexp(x, dim=-1, keepdim=True))[:, 0], None
+    y = x.sub_(x.amax(dim=-1, keepdim=True))
+    e = torch.exp(y)
+    s = e.sum(dim=-1)
+    log_s = s.log()
+    lp = y.gather(-1, tgt)[:, 0] - log_s
+    ey = torch.linalg.vecdot(e, y) / s  # E_p[y]
+    eyy = torch.linalg.vecdot(e.mul_(y), y) / s  # E_p[y^2]
+    var = (eyy - ey.square()).clamp_min(1e-6)
+    return lp, (lp - (ey - log_s)) / var.sqrt()
+
+
+def streamed_stats(
+    hidden: Any, weight: Any, bias: Any, targets: Any, *, want_stats: bool, vocab_chunk: int
+) -> tuple[Any, Any]:
+    """:func:`row_stats` of the logits ``hidden @ weight.T + bias`` without forming them:
+    the output projection is applied ``vocab_chunk`` vocabulary rows at a time and the
+    log-sum-exp and the first two moments of ``log p`` are accumulated online (running max,
+    ``S = sum e^y``, ``S1 = sum e^y y``, ``S2 = sum e^y y^2`` with ``y`` the logit minus the
+    running max, rescaled when the max grows). ``hidden`` is ``(R, H)``; float32 accumulation.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    r, v = hidden.shape[0], weight.shape[0]
+    zeros = torch.zeros(r, dtype=torch.float32, device=hidden.device)
+    m = torch.full_like(zeros, -float("inf"))
+    s, s1, s2, tgt_logit = zeros, zeros, zeros, zeros
+    for v0 in range(0, v, vocab_chunk):
+        v1 = min(v, v0 + vocab_chunk)
+        x = F.linear(hidden, weight[v0:v1], None if bias is None else bias[v0:v1]).float()
+        inside = (targets >= v0) & (targets < v1)
+        picked = x.gather(1, (targets - v0).clamp(0, v1 - v0 - 1).unsqueeze(1))[:, 0]
+        tgt_logit = torch.where(inside, picked, tgt_logit)
+        m_new = torch.maximum(m, x.amax(1))
+        if v0 > 0:  # rescale the sums to the new max: y_old = y_new + d, d <= 0
+            d = m - m_new
+            ed = d.exp()
+            if want_stats:
+                s2 = ed * (s2 + 2 * d * s1 + d * d * s)
+                s1 = ed * (s1 + d * s)
+            s = ed * s
+        m = m_new
+        y = x.sub_(m.unsqueeze(1))
+        if not want_stats:
+            s = s + y.exp_().sum(1)
+            continue
+        e = y.exp()
+        s = s + e.sum(1)
+        s1 = s1 + torch.linalg.vecdot(e, y)  # (a batched bmm is ~4x slower on CPU)
+        s2 = s2 + torch.linalg.vecdot(e.mul_(y), y)
+    log_s = s.log()
+    lp = tgt_logit - m - log_s
+    if not want_stats:
+        return lp, None
+    mean_y = s1 / s  # E_p[y]; log p = y - log S, so mu = E_p[y] - log S
+    var = (s2 / s - mean_y.square()).clamp_min(1e-6)
+    return lp, (lp - (mean_y - log_s)) / var.sqrt()
+
+
+def logit_stats(logits: Any, ids: Any, *, want_stats: bool, chunk: int = 128) -> tuple[Any, Any]:
+    """From ``(B, L, V)`` logits and ``(B, L)`` ids: ``(B, L-1)`` log-probs of ``ids[:, 1:]``
+    and, with ``want_stats``, Min-K%++'s ``z_t`` (:func:`row_stats`), ``chunk`` rows at a time."""
+    import torch
+
+    _check_vocab(int(ids.max()), logits.shape[-1])
+    b, width = ids.shape
+    flat_t = ids[:, 1:].reshape(-1)
+    n = flat_t.shape[0]
+    bi = torch.arange(b).repeat_interleave(width - 1)
+    ti = torch.arange(width - 1).repeat(b)
+    lp_all = torch.empty(n, dtype=torch.float32)
+    z_all = torch.empty(n, dtype=torch.float32) if want_stats else None
+    for r0 in range(0, n, chunk):
+        r1 = min(n, r0 + chunk)
+        lp, z = row_stats(
+            logits[bi[r0:r1], ti[r0:r1]], flat_t[r0:r1].to(logits.device), want_stats=want_stats
+        )
+        lp_all[r0:r1] = lp.cpu()
+        if z_all is not None:
+            z_all[r0:r1] = z.cpu()
+    shape = (b, width - 1)
+    return lp_all.view(shape), None if z_all is None else z_all.view(shape)
+
+
+def _check_vocab(top: int, vocab: int | None) -> None:
+    if vocab is not None and top >= vocab:
         raise PTDIInputError(
             f"token id {top} is outside the model's vocabulary of {vocab}: the tokenizer does "
             "not belong to this model; load the model's own tokenizer"
         )
-    width = ids.shape[1]
-    targets = ids[:, 1:]
-    lp_all = torch.empty(targets.shape, dtype=torch.float32, device=logits.device)
-    z_all = torch.empty_like(lp_all) if want_stats else None
-    for t0 in range(0, width - 1, chunk):
-        t1 = min(width - 1, t0 + chunk)
-        x = logits[:, t0:t1].float()  # (B, C, V)
-        tgt = targets[:, t0:t1].unsqueeze(-1)
-        if z_all is None:
-            lp_all[:, t0:t1] = (x.gather(-1, tgt) - torch.logsumexp(x, dim=-1, keepdim=True))[
-                ..., 0
-            ]
-            continue
-        block = torch.log_softmax(x, dim=-1)
-        tok_lp = block.gather(-1, tgt).squeeze(-1)
-        lp_all[:, t0:t1] = tok_lp
-        probs = block.exp()
-        mu = (probs * block).sum(-1)
-        var = ((probs * block.square()).sum(-1) - mu.square()).clamp_min(1e-6)
-        z_all[:, t0:t1] = (tok_lp - mu) / var.sqrt()
-        del block
-    return lp_all, z_all
+
+
+def plain_output_head(model: Any) -> Any:
+    """The model's output projection when its logits are exactly ``head(hidden)``: a plain
+    ``torch.nn.Linear``, no soft-capping or logit scaling in the config, not behind an
+    offloading hook; else ``None``."""
+    import torch
+
+    try:
+        head = model.get_output_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+    if type(head) is not torch.nn.Linear or hasattr(head, "_hf_hook"):
+        return None
+    cfg = getattr(model, "config", None)
+    if any(getattr(cfg, a, None) not in (None, 1, 1.0) for a in POST_HEAD_SCALES):
+        return None
+    return head
+
+
+@contextmanager
+def _head_inputs(head: Any):
+    """While active, ``head`` records its input and returns an empty ``(..., 0)`` tensor, so
+    the model's forward stops at the hidden states fed to the output projection."""
+    box: list[Any] = []
+    saved = head.__dict__.get("forward")
+
+    def capture(hidden: Any) -> Any:
+        box.append(hidden)
+        return hidden[..., :0]
+
+    head.forward = capture
+    try:
+        yield box
+    finally:
+        if saved is None:
+            del head.forward
+        else:
+            head.forward = saved
 
 
 def score_logits(logits: Any, ids: Sequence[int], text: str, k: float = 0.2) -> dict[str, float]:
@@ -155,11 +269,19 @@ def token_stats(
     batch: list[list[int]],
     *,
     want_stats: bool,
-    chunk: int = 128,
+    row_chunk: int = 256,
+    vocab_chunk: int = 2048,
 ) -> list[tuple[np.ndarray, np.ndarray | None]]:
     """One forward pass over right-padded ``batch``; per sequence the log-probs of tokens
-    ``2..T`` and, with ``want_stats``, Min-K%++'s ``z_t`` from a log-softmax over the full
-    vocabulary computed ``chunk`` positions at a time (peak extra memory B x chunk x V)."""
+    ``2..T`` and, with ``want_stats``, Min-K%++'s ``z_t`` (:func:`row_stats`).
+
+    The model runs to the hidden states fed to its output projection; the projection is then
+    applied to ``row_chunk`` scored positions (padding skipped) by ``vocab_chunk`` vocabulary
+    entries at a time (:func:`streamed_stats`), so the ``(B, T, V)`` logits never exist: the
+    largest extra blocks are two ``row_chunk x vocab_chunk`` float32 ones. Models whose logits
+    are not a plain projection of those states (:func:`plain_output_head`) fall back to their
+    own logits, reduced ``row_chunk`` rows at a time (:func:`row_stats`).
+    """
     import torch
 
     device = next(model.parameters()).device
@@ -171,22 +293,41 @@ def token_stats(
         ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
         mask[i, : len(s)] = 1
     pos = torch.arange(width).unsqueeze(0).expand(len(batch), -1)
-    vocab = getattr(getattr(model, "config", None), "vocab_size", None)
-    top = max(max(s) for s in batch)
-    if vocab is not None and top >= vocab:
-        raise PTDIInputError(
-            f"token id {top} is outside the model's vocabulary of {vocab}: the tokenizer does "
-            "not belong to this model; load the model's own tokenizer"
-        )
+    _check_vocab(
+        max(max(s) for s in batch), getattr(getattr(model, "config", None), "vocab_size", None)
+    )
+    # scored rows: position t of sequence i predicts ids[i, t + 1] (right padding: contiguous)
+    bi, ti = mask[:, 1:].nonzero(as_tuple=True)
+    targets = ids[bi, ti + 1].to(device)
+    bi, ti = bi.to(device), ti.to(device)
     ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
-    lp_all, z_all = logit_stats(logits, ids, want_stats=want_stats, chunk=chunk)
-    out = []
-    for i, n in enumerate(lengths):
-        lp = lp_all[i, : n - 1].double().cpu().numpy()
-        z = z_all[i, : n - 1].double().cpu().numpy() if z_all is not None else None
-        out.append((lp, z))
-    return out
+    head = plain_output_head(model)
+    n = targets.shape[0]
+    lp_all = np.empty(n)
+    z_all = np.empty(n) if want_stats else None
+    if head is not None:
+        with _head_inputs(head) as box:
+            model(input_ids=ids, attention_mask=mask, position_ids=pos)
+        hidden = box[-1]
+    else:
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
+    for r0 in range(0, n, row_chunk):
+        r1 = min(n, r0 + row_chunk)
+        if head is not None:
+            lp, z = streamed_stats(
+                hidden[bi[r0:r1], ti[r0:r1]], head.weight, head.bias, targets[r0:r1],
+                want_stats=want_stats, vocab_chunk=vocab_chunk,
+            )  # fmt: skip
+        else:
+            rows = logits[bi[r0:r1], ti[r0:r1]]
+            lp, z = row_stats(rows, targets[r0:r1], want_stats=want_stats)
+        lp_all[r0:r1] = lp.double().cpu().numpy()
+        if z_all is not None:
+            z_all[r0:r1] = z.double().cpu().numpy()
+    cuts = np.cumsum([n_i - 1 for n_i in lengths])[:-1]
+    lps = np.split(lp_all, cuts)
+    zs = np.split(z_all, cuts) if z_all is not None else [None] * len(batch)
+    return list(zip(lps, zs, strict=True))
 
 
 class MembershipScorer:
@@ -194,6 +335,8 @@ class MembershipScorer:
 
     ``reference_model`` (with ``reference_tokenizer``, default the target's tokenizer) adds
     the ``ref`` score. Works with any Hugging Face causal LM, PEFT-wrapped ones included.
+    The vocabulary projection runs on ``row_chunk`` positions by ``vocab_chunk`` vocabulary
+    entries at a time (:func:`token_stats`): the full logits are never held.
     """
 
     def __init__(
@@ -206,15 +349,19 @@ class MembershipScorer:
         batch_size: int = 8,
         reference_model: Any = None,
         reference_tokenizer: Any = None,
-        vocab_chunk: int = 128,
+        row_chunk: int = 256,
+        vocab_chunk: int = 2048,
         progress: bool = False,
     ) -> None:
         self.scores = check_score_names(scores)
         self.k = check_k(k)
         if max_length < 2:
             raise PTDIConfigError(f"max_length must be >= 2, got {max_length}")
-        if batch_size < 1 or vocab_chunk < 1:
-            raise PTDIConfigError("batch_size and vocab_chunk must be >= 1")
+        if min(batch_size, row_chunk, vocab_chunk) < 1:
+            raise PTDIConfigError(
+                f"batch_size, row_chunk and vocab_chunk must be >= 1, got {batch_size}, "
+                f"{row_chunk}, {vocab_chunk}"
+            )
         if "ref" in self.scores and reference_model is None:
             raise PTDIConfigError("the 'ref' score needs a reference model (--reference-model)")
         self.model = model
@@ -223,6 +370,7 @@ class MembershipScorer:
         self.batch_size = int(batch_size)
         self.reference_model = reference_model
         self.reference_tokenizer = reference_tokenizer or tokenizer
+        self.row_chunk = int(row_chunk)
         self.vocab_chunk = int(vocab_chunk)
         self.progress = progress
 
@@ -266,7 +414,7 @@ class MembershipScorer:
                     idx = order[s : s + self.batch_size]
                     res = token_stats(
                         model, [seqs[i] for i in idx], want_stats=want_stats,
-                        chunk=self.vocab_chunk,
+                        row_chunk=self.row_chunk, vocab_chunk=self.vocab_chunk,
                     )  # fmt: skip
                     for i, r in zip(idx, res, strict=True):
                         out[i] = r

@@ -25,6 +25,12 @@ ZIPF = 1.0
 words carry most bigrams (learnt from every document) and rare words carry the memorisation."""
 LANG_SEED = 0
 TRAIN_STEPS = 70
+DEMO_DOCS = 300
+DEMO_STEPS = 50
+DEMO_WARMUP = 15
+"""The demo-size variant: half the documents (150 members), 50 steps (each member seen about 11
+times; 35 steps gave loss AUC 0.72, below the gate; 50 steps give 0.845 and held-out loss 3.35),
+so that a cold build fits the demo's minute."""
 MIN_AUC = 0.8
 """The build's gate: loss-score AUC (members vs non-members) must reach this."""
 
@@ -101,15 +107,28 @@ def tpr_at_fpr(member_scores: np.ndarray, nonmember_scores: np.ndarray, fpr: flo
     return float(np.mean(np.asarray(member_scores) > thr))
 
 
-def recipe(steps: int = TRAIN_STEPS, seed: int = 0, lr: float = 3e-3):
-    """The members-only zoo recipe: Llama 4 x 128, word tokenizer over every pseudo-word."""
+def recipe(
+    steps: int = TRAIN_STEPS,
+    seed: int = 0,
+    lr: float = 3e-3,
+    n_docs: int = N_DOCS,
+    warmup_steps: int = 30,
+):
+    """The members-only zoo recipe: Llama 4 x 128, word tokenizer over every pseudo-word.
+
+    ``n_docs`` other than the default builds the demo-size variant (``n_docs / 2`` members,
+    its own zoo entry ``ptdi-demo-<n_docs>-<steps>``)."""
     from llmcore import zoo
 
-    lang = make_language()
+    lang = make_language(n_docs=n_docs, n_members=n_docs // 2)
     members = [d for d, y in zip(lang.docs, lang.labels, strict=True) if y == 1]
-    corpus = zoo.Corpus("ptdi-bigram-members", tuple(members), eval=lang.held_out)
+    full = n_docs == N_DOCS
+    corpus = zoo.Corpus(
+        "ptdi-bigram-members" + ("" if full else f"-{n_docs}"), tuple(members), eval=lang.held_out
+    )
     return zoo.Recipe(
-        f"ptdi-members-{steps}" + (f"-s{seed}" if seed else ""),
+        (f"ptdi-members-{steps}" if full else f"ptdi-demo-{n_docs}-{steps}")
+        + (f"-s{seed}" if seed else ""),
         corpus,
         tokenizer=zoo.TokenizerSpec(kind="word", symbols=lang.words),
         model=zoo.ModelSpec(
@@ -117,11 +136,12 @@ def recipe(steps: int = TRAIN_STEPS, seed: int = 0, lr: float = 3e-3):
             max_position_embeddings=64,
         ),
         train=zoo.TrainSpec(
-            steps=steps, batch_size=32, lr=lr, warmup_steps=30, max_length=DOC_LEN + 2,
+            steps=steps, batch_size=32, lr=lr, warmup_steps=warmup_steps, max_length=DOC_LEN + 2,
             seed=seed, weight_decay=0.0,
         ),
         max_eval_loss=MAX_EVAL_LOSS,
-        description="tiny Llama trained on the 300 member documents of the bigram language",
+        description=f"tiny Llama trained on the {n_docs // 2} member documents of the bigram "
+        "language",
     )  # fmt: skip
 
 
@@ -132,12 +152,12 @@ entropy (about 1.7 nats) is out of reach: a members-only model has seen each rar
 times at most."""
 
 
-def membership_gate(model: Any, tokenizer: Any) -> dict[str, float]:
+def membership_gate(model: Any, tokenizer: Any, n_docs: int = N_DOCS) -> dict[str, float]:
     """Fail the build unless the loss score separates members from non-members (AUC)."""
     from llmcore.errors import QualityGateError
     from ptdi.scoring import MembershipScorer
 
-    lang = make_language()
+    lang = make_language(n_docs=n_docs, n_members=n_docs // 2)
     s = MembershipScorer(model, tokenizer, scores=("loss",), batch_size=32).score(list(lang.docs))
     a = auc(s["loss"][lang.labels == 1], s["loss"][lang.labels == 0])
     if a < MIN_AUC:
@@ -145,15 +165,21 @@ def membership_gate(model: Any, tokenizer: Any) -> dict[str, float]:
     return {"gate_loss_auc": a}
 
 
-def build_members_model(steps: int = TRAIN_STEPS, seed: int = 0, progress: bool = False):
-    """Build (or load from the zoo cache) the members-only model."""
+def build_members_model(
+    steps: int = TRAIN_STEPS, seed: int = 0, progress: bool = False, n_docs: int = N_DOCS
+):
+    """Build (or load from the zoo cache) the members-only model (the demo-size one with
+    ``n_docs=DEMO_DOCS, steps=DEMO_STEPS``)."""
+    import functools
+
     import ptdi.scoring
     import ptdi.tiny
     from llmcore import zoo
 
+    warmup = 30 if n_docs == N_DOCS else DEMO_WARMUP
     return zoo.build(
-        recipe(steps, seed),
-        gate=membership_gate,
+        recipe(steps, seed, n_docs=n_docs, warmup_steps=warmup),
+        gate=functools.partial(membership_gate, n_docs=n_docs),
         key_extra={
             "gate": f"loss AUC >= {MIN_AUC}",
             "code": zoo.code_digest(ptdi.tiny, ptdi.scoring),
@@ -162,11 +188,13 @@ def build_members_model(steps: int = TRAIN_STEPS, seed: int = 0, progress: bool 
     )
 
 
-def score_language(model: Any, tokenizer: Any, scores=("loss", "zlib", "mink", "minkpp")):
+def score_language(
+    model: Any, tokenizer: Any, scores=("loss", "zlib", "mink", "minkpp"), n_docs: int = N_DOCS
+):
     """Scores of all documents of the language (member-oriented) and their labels."""
     from ptdi.scoring import MembershipScorer
 
-    lang = make_language()
+    lang = make_language(n_docs=n_docs, n_members=n_docs // 2)
     out = MembershipScorer(model, tokenizer, scores=scores, batch_size=32).score(list(lang.docs))
     return out, lang.labels
 
