@@ -42,6 +42,20 @@ class CompileResult:
     """The sandbox directory holding the artifact (removed by the evaluator when done)."""
 
 
+def compile_outcome(res: SandboxResult, artifact: Path, wd: Path) -> CompileResult:
+    """The official lattice's compile verdict of one sandboxed compiler run: a timeout, a
+    nonzero exit (``Compilation Error``) or the artifact, with the compiler's log."""
+    log = (res.stderr + res.stdout).strip()
+    if res.timed_out:
+        reason = "Compilation Timeout"
+        log = log or "compilation timed out"
+    elif res.returncode != 0:
+        reason = "Compilation Error"
+    else:
+        return CompileResult(True, log, artifact, res.seconds, "", res.isolation, wd)
+    return CompileResult(False, log, None, res.seconds, reason, res.isolation, wd)
+
+
 @dataclass
 class CheckResult:
     ok: bool
@@ -332,23 +346,7 @@ class CBackend:
         res = self.sandbox.run(
             argv, cwd=wd, timeout=self.compile_timeout, limits=self.compile_limits
         )
-        log = (res.stderr + res.stdout).strip()
-        if res.timed_out:
-            out = CompileResult(
-                False,
-                log or "compilation timed out",
-                None,
-                res.seconds,
-                "Compilation Timeout",
-                res.isolation,
-                wd,
-            )
-        elif res.returncode != 0:
-            out = CompileResult(
-                False, log, None, res.seconds, "Compilation Error", res.isolation, wd
-            )
-        else:
-            out = CompileResult(True, log, wd / "run", res.seconds, "", res.isolation, wd)
+        out = compile_outcome(res, wd / "run", wd)
         self._artifacts[key] = out
         return out
 
@@ -499,16 +497,7 @@ class PythonKernelBackend:
             self.sandbox.give(wd / f)
         code = "import sys; compile(open('cand.py').read(), 'cand.py', 'exec')"
         res = self._py(wd, ["-c", code], self.compile_timeout, None)
-        log = (res.stderr + res.stdout).strip()
-        if res.timed_out:
-            return CompileResult(
-                False, log, None, res.seconds, "Compilation Timeout", res.isolation, wd
-            )
-        if res.returncode != 0:
-            return CompileResult(
-                False, log, None, res.seconds, "Compilation Error", res.isolation, wd
-            )
-        return CompileResult(True, log, wd / "cand.py", res.seconds, "", res.isolation, wd)
+        return compile_outcome(res, wd / "cand.py", wd)
 
     def _job(
         self,
@@ -690,16 +679,7 @@ class CudaCompileOnlyBackend:
             [self.nvcc, "--ptx", f"-arch={self.arch}", "kernel.cu", "-o", "kernel.ptx"],
             cwd=wd, timeout=self.timeout, limits=SandboxLimits(address_space=None), env={"PATH": path},
         )  # fmt: skip
-        log = (res.stderr + res.stdout).strip()
-        if res.timed_out:
-            return CompileResult(
-                False, log, None, res.seconds, "Compilation Timeout", res.isolation, wd
-            )
-        if res.returncode != 0:
-            return CompileResult(
-                False, log, None, res.seconds, "Compilation Error", res.isolation, wd
-            )
-        return CompileResult(True, log, wd / "kernel.ptx", res.seconds, "", res.isolation, wd)
+        return compile_outcome(res, wd / "kernel.ptx", wd)
 
     def check(self, artifact: Path, task: Task, seeds: tuple[int, ...] = (0,)) -> CheckResult:
         raise ToolUnavailableError(
