@@ -222,6 +222,29 @@ class _Run:
         return prepare(self.base, self.cfg, device=self.device)
 
 
+def _curve(
+    run: _Run,
+    learn: Learnable,
+    mode: str,
+    cum_bits: dict[int, float],
+    tests: dict[int, tuple[float, float | None]],
+    base: tuple[float, float | None],
+    per_example_bits: list[float],
+    **blocks: Any,
+) -> EDLCurve:
+    """The curve of one learner run: its points plus the run's configuration and timings."""
+    return EDLCurve(
+        points=_points(run, cum_bits, tests, base),
+        method=run.cfg.label(),
+        mode=mode,
+        trainable_params=learn.trainable_params,
+        config=run.cfg.to_dict(),
+        per_example_bits=per_example_bits,
+        timings=dict(run.timings),
+        **blocks,
+    )
+
+
 def _points(
     run: _Run,
     cum_bits: dict[int, float],
@@ -294,16 +317,7 @@ def _online(run: _Run, evaluate: bool = True) -> tuple[EDLCurve | None, Learnabl
             tests[i] = run.test_eval(learn.model, i)
     if not evaluate:
         return None, learn
-    curve = EDLCurve(
-        points=_points(run, cum, tests, base),
-        method=cfg.label(),
-        mode="online",
-        trainable_params=learn.trainable_params,
-        config=cfg.to_dict(),
-        per_example_bits=per_ex,
-        timings=dict(run.timings),
-    )
-    return curve, learn
+    return _curve(run, learn, "online", cum, tests, base, per_ex), learn
 
 
 def _single_pass(run: _Run) -> tuple[EDLCurve, Learnable]:
@@ -340,16 +354,7 @@ def _single_pass(run: _Run) -> tuple[EDLCurve, Learnable]:
         if end in cps:
             cum[end] = math.fsum(per_ex)
             tests[end] = run.test_eval(learn.model, end)
-    curve = EDLCurve(
-        points=_points(run, cum, tests, base),
-        method=cfg.label(),
-        mode="single_pass",
-        trainable_params=learn.trainable_params,
-        config=cfg.to_dict(),
-        per_example_bits=per_ex,
-        timings=dict(run.timings),
-    )
-    return curve, learn
+    return _curve(run, learn, "single_pass", cum, tests, base, per_ex), learn
 
 
 def _fit(run: _Run, t: int) -> Learnable:
@@ -410,17 +415,10 @@ def _blockwise(run: _Run) -> tuple[EDLCurve, Learnable]:
     learn = _fit(run, n)
     cum[n] = math.fsum(per_ex)
     tests[n] = run.test_eval(learn.model, n)
-    curve = EDLCurve(
-        points=_points(run, cum, tests, base),
-        method=cfg.label(),
-        mode="blockwise",
-        trainable_params=learn.trainable_params,
-        config=cfg.to_dict(),
-        per_example_bits=per_ex,
-        block_boundaries=bounds,
-        block_bits=block_bits,
-        timings=dict(run.timings),
-    )
+    curve = _curve(
+        run, learn, "blockwise", cum, tests, base, per_ex,
+        block_boundaries=bounds, block_bits=block_bits,
+    )  # fmt: skip
     return curve, learn
 
 
