@@ -80,6 +80,40 @@ def _lm_loss(model: Any, ids: Any, att: Any) -> Any:
     )
 
 
+def _transformer_specs(
+    arch: str,
+    d_model: int,
+    n_layers: int,
+    n_heads: int,
+    steps: int,
+    lr: float,
+    batch_size: int,
+    seed: int,
+    max_length: int,
+) -> tuple[Any, Any]:
+    """The zoo ``ModelSpec`` and ``TrainSpec`` of a tiny Llama/Qwen2 learner (FFN 2·d, warm-up
+    10 % of the steps up to 100), shared by :func:`train_lm` and :func:`llama_recipe`."""
+    from llmcore.zoo import ModelSpec, TrainSpec
+
+    model = ModelSpec(
+        arch=arch,
+        hidden_size=d_model,
+        num_layers=n_layers,
+        num_heads=n_heads,
+        intermediate_size=2 * d_model,
+        max_position_embeddings=max_length,
+    )
+    train = TrainSpec(
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        warmup_steps=min(100, max(1, steps // 10)),
+        max_length=max_length,
+        seed=seed,
+    )
+    return model, train
+
+
 def train_lm(
     corpus: Any,
     arch: str = "llama",
@@ -102,7 +136,6 @@ def train_lm(
     import torch
 
     from llmcore import set_seed
-    from llmcore.zoo import ModelSpec, TrainSpec
     from llmcore.zoo import train as ztrain
 
     strings = [list(s) for s in corpus]
@@ -115,23 +148,10 @@ def train_lm(
     docs = [" ".join(s) for s in strings]
     set_seed(seed)
     if arch in ("llama", "qwen2"):
-        spec = ModelSpec(
-            arch=arch,
-            hidden_size=d_model,
-            num_layers=n_layers,
-            num_heads=n_heads,
-            intermediate_size=2 * d_model,
-            max_position_embeddings=max_length,
+        spec, tspec = _transformer_specs(
+            arch, d_model, n_layers, n_heads, steps, lr, batch_size, seed, max_length
         )
         model = ztrain.build_model(spec, tok, seed=seed)
-        tspec = TrainSpec(
-            steps=steps,
-            batch_size=batch_size,
-            lr=lr,
-            warmup_steps=min(100, max(1, steps // 10)),
-            max_length=max_length,
-            seed=seed,
-        )
         metrics = ztrain.train_lm(model, tok, docs, tspec, progress=False)
         model.eval()
         model.train_metrics = metrics
@@ -282,29 +302,18 @@ def llama_recipe(
     """A ``llmcore.zoo.Recipe`` training a tiny Llama/Qwen2 on a PFA corpus with a word
     tokenizer (so :func:`llmcore.zoo.build` caches it by corpus, shape and training)."""
     from llmcore.zoo import Corpus as ZooCorpus
-    from llmcore.zoo import ModelSpec, Recipe, TokenizerSpec, TrainSpec
+    from llmcore.zoo import Recipe, TokenizerSpec
 
     texts = [" ".join(s) for s in corpus]
+    spec, tspec = _transformer_specs(
+        arch, d_model, n_layers, n_heads, steps, lr, batch_size, seed, max_length
+    )
     return Recipe(
         name=name,
         corpus=ZooCorpus.from_texts(name, texts, eval_fraction=0.05, seed=seed),
         tokenizer=TokenizerSpec(kind="word", symbols=tuple(alphabet)),
-        model=ModelSpec(
-            arch=arch,
-            hidden_size=d_model,
-            num_layers=n_layers,
-            num_heads=n_heads,
-            intermediate_size=2 * d_model,
-            max_position_embeddings=max_length,
-        ),
-        train=TrainSpec(
-            steps=steps,
-            batch_size=batch_size,
-            lr=lr,
-            warmup_steps=min(100, max(1, steps // 10)),
-            max_length=max_length,
-            seed=seed,
-        ),
+        model=spec,
+        train=tspec,
         max_eval_loss=max_eval_loss,
         description=f"{arch} d={d_model} L={n_layers} on a PFA corpus ({len(texts)} strings)",
     )
