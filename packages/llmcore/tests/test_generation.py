@@ -218,6 +218,36 @@ def test_hf_stop_strings_truncate_text(hf_backend: HFBackend) -> None:
     assert out.logprobs is not None and len(out.logprobs) == len(out.token_ids)
 
 
+def test_hf_stop_strings_with_a_word_level_tokenizer() -> None:
+    """transformers' StopStringCriteria rejects word-level vocabularies (it cannot map their
+    tokens back to text); the backend falls back to decoding, and each row stops on its own."""
+    from llmcore.zoo import ModelSpec, word_tokenizer
+    from llmcore.zoo.train import build_model
+
+    tok = word_tokenizer(list("abcdefgh;"))
+    spec = ModelSpec(hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32)
+    backend = HFBackend(build_model(spec, tok, seed=0), tok, progress=False)
+    prompts = ["a b c", "h g"]
+    refs = [c[0] for c in backend.generate(prompts, SamplingParams(max_new_tokens=16))]
+    assert not backend._native_stop_strings()
+    for prompt, ref in zip(prompts, refs, strict=True):
+        words = ref.text.split()
+        stops = [s for s in words if s != words[0]]
+        assert stops, ref.text
+        stop = stops[0]
+        got = backend.generate([prompt], SamplingParams(max_new_tokens=16, stop=[stop]))[0][0]
+        assert got.text == ref.text[: ref.text.find(stop)]
+        assert got.finish_reason == "stop"
+        assert got.token_ids == ref.token_ids[: len(got.token_ids)]
+        assert len(got.token_ids) < len(ref.token_ids)
+    # Batched: each row is cut at its own stop string, the other keeps going.
+    stop = refs[0].text.split()[1] if refs[0].text.split()[1:] else refs[0].text.split()[0]
+    both = backend.generate(prompts, SamplingParams(max_new_tokens=16, stop=[stop]))
+    for ref, got in zip(refs, both, strict=True):
+        cut = ref.text.find(stop)
+        assert got[0].text == (ref.text[:cut] if cut >= 0 else ref.text)
+
+
 def test_hf_generation_config_and_finish_reproduce_generate(hf_backend: HFBackend) -> None:
     """The public pair lets a caller run ``model.generate`` itself (e.g. on a cached prefix)
     and get what :meth:`HFBackend.generate` returns: same ids, text and finish reason."""

@@ -139,6 +139,7 @@ class HFBackend:
         self.prefix_cache_min_tokens = prefix_cache_min_tokens
         #: Shared-prefix tokens reused per batch in the last ``generate`` call (0: none).
         self.last_prefix_lengths: list[int] = []
+        self._stop_strings_ok: bool | None = None
 
     def __repr__(self) -> str:
         name = getattr(self.model, "name_or_path", "") or type(self.model).__name__
@@ -207,9 +208,25 @@ class HFBackend:
                 "epsilon_cutoff": 0.0,
                 "eta_cutoff": 0.0,
             }
-        if params.stop:
+        if params.stop and self._native_stop_strings():
             kwargs["stop_strings"] = list(params.stop)
         return GenerationConfig(**kwargs)
+
+    def _native_stop_strings(self) -> bool:
+        """Whether transformers' ``StopStringCriteria`` accepts this tokenizer.
+
+        It fails on word-level vocabularies (e.g. the zoo's ``word_tokenizer``), whose tokens it
+        cannot map back to text; such tokenizers get :class:`_DecodedStopCriteria` instead.
+        """
+        if self._stop_strings_ok is None:
+            from transformers.generation.stopping_criteria import StopStringCriteria
+
+            try:
+                StopStringCriteria(tokenizer=self.tokenizer, stop_strings=["\n"])
+                self._stop_strings_ok = True
+            except (ValueError, KeyError, IndexError):
+                self._stop_strings_ok = False
+        return self._stop_strings_ok
 
     def score(
         self, pairs: Sequence[tuple[str, str]], *, add_bos: bool | None = None
@@ -302,8 +319,17 @@ class HFBackend:
         config = self.generation_config(params)
         if batch["expanded"]:
             config.num_return_sequences = 1
-        extra = {"tokenizer": tok} if params.stop else {}
         inputs = batch["inputs"]
+        extra: dict[str, Any] = {}
+        if params.stop and self._native_stop_strings():
+            extra["tokenizer"] = tok
+        elif params.stop:
+            from transformers import StoppingCriteriaList
+
+            start = inputs["input_ids"].shape[1]
+            extra["stopping_criteria"] = StoppingCriteriaList(
+                [_DecodedStopCriteria(tok, params.stop, start)]
+            )
         with torch.inference_mode():
             out = self.model.generate(**inputs, generation_config=config, **extra)
         # sequences: [rows, prompt_len + steps] with rows = len(prompts) * (1 if greedy else n),
@@ -363,3 +389,27 @@ class HFBackend:
                         lo = mid + 1
                 ids = ids[:lo]
         return ids, text, "stop" if stopped else "length"
+
+
+class _DecodedStopCriteria:
+    """Stops a row once its decoded continuation contains a stop string.
+
+    The fallback for tokenizers that transformers' ``StopStringCriteria`` rejects: it decodes
+    the last ``max(len(stop)) + 1`` generated tokens of every row at each step (every token
+    decodes to at least one character, so a stop string completed by the newest token lies in
+    that window). The text is cut at the stop string afterwards, as with native stop strings.
+    """
+
+    def __init__(self, tokenizer: Any, stop: Sequence[str], start: int) -> None:
+        self.tokenizer = tokenizer
+        self.stop = list(stop)
+        self.start = start
+        self.window = max(len(s) for s in self.stop) + 1
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.BoolTensor:
+        import torch
+
+        new = input_ids[:, self.start :][:, -self.window :]
+        texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+        done = [any(s in text for s in self.stop) for text in texts]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
