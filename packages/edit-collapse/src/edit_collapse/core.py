@@ -1,0 +1,248 @@
+"""Shared pieces of the locate-then-edit editors: tokenisation with the BOS rule, the subject's
+last-token position, key capture (inputs of the rewrite module), model-generated context
+prefixes, and the v* / z* optimisation of ROME (Meng et al. 2022, §3.1 eq. 4) used by MEMIT and
+AlphaEdit at their top layer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from edit_collapse.config import EditConfig
+from edit_collapse.errors import EditDivergedError, EditInputError, UnsupportedModelError
+from edit_collapse.requests import EditRequest
+
+
+def encode(tok: Any, text: str) -> list[int]:
+    """Token ids of ``text`` with the tokenizer's BOS in front (llmcore's scoring rule)."""
+    ids = list(tok(text, add_special_tokens=False)["input_ids"])
+    bos = tok.bos_token_id
+    if bos is not None and (not ids or ids[0] != bos):
+        ids = [bos, *ids]
+    return ids
+
+
+def target_ids(tok: Any, target: str) -> list[int]:
+    """Ids of the completion ``" " + target`` tokenised alone (no special tokens)."""
+    ids = list(tok(" " + target.strip(), add_special_tokens=False)["input_ids"])
+    if not ids:
+        raise EditInputError(f"target {target!r} tokenises to nothing")
+    return ids
+
+
+def lookup_index(tok: Any, prompt: str, subject: str, fact_token: str, case: Any = "?") -> int:
+    """Position of the subject's last token in ``encode(prompt)`` (``fact_token='last'``: the
+    prompt's last token)."""
+    if fact_token == "last":
+        return len(encode(tok, prompt)) - 1
+    pos = prompt.rfind(subject) if subject else -1
+    if pos < 0:
+        raise EditInputError(
+            f"request {case!r}: subject {subject!r} does not occur in the prompt {prompt!r}; "
+            "the editors read the key at the subject's last token"
+        )
+    return len(encode(tok, prompt[: pos + len(subject)])) - 1
+
+
+def pad_right(
+    rows: Sequence[Sequence[int]], pad_id: int, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    n = max(len(r) for r in rows)
+    ids = torch.full((len(rows), n), pad_id, dtype=torch.long)
+    att = torch.zeros((len(rows), n), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(list(r))
+        att[i, : len(r)] = 1
+    return ids.to(device), att.to(device)
+
+
+def pad_id(tok: Any) -> int:
+    return tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+
+
+def device_of(model: Any) -> torch.device:
+    return next(model.parameters()).device
+
+
+def module(model: Any, name: str) -> Any:
+    from llmcore.hooks import get_module
+
+    return get_module(model, name)
+
+
+def weight_of(model: Any, name: str) -> torch.nn.Parameter:
+    """The weight of module ``name``, refusing quantised or frozen ones."""
+    w = getattr(module(model, name), "weight", None)
+    if w is None:
+        raise EditInputError(f"module {name!r} has no weight to edit")
+    qual = type(w).__name__
+    if (
+        not w.dtype.is_floating_point
+        or "4bit" in qual
+        or "Int8" in qual
+        or hasattr(w, "quant_state")
+    ):
+        raise UnsupportedModelError(
+            f"{name}.weight is quantised ({w.dtype}, {qual}); load the model in float32/bf16 to edit it"
+        )
+    if not w.requires_grad:
+        raise UnsupportedModelError(
+            f"{name}.weight is frozen (requires_grad=False); call model.requires_grad_(True) "
+            "before editing, or target another layer"
+        )
+    return w
+
+
+def as_out_in(model: Any, name: str, delta: torch.Tensor) -> torch.Tensor:
+    """``delta`` (out x in) in the layout of the module's weight (GPT-2's Conv1D is in x out)."""
+    m = module(model, name)
+    return delta if isinstance(m, torch.nn.Linear) else delta.T
+
+
+@torch.no_grad()
+def compute_keys(
+    model: Any, tok: Any, name: str, texts: Sequence[str], idxs: Sequence[int]
+) -> torch.Tensor:
+    """Inputs of module ``name`` at position ``idxs[i]`` of ``texts[i]``: ``[n, d_in]``."""
+    from llmcore.hooks import capture_activations
+
+    rows = [encode(tok, t) for t in texts]
+    ids, att = pad_right(rows, pad_id(tok), device_of(model))
+    with capture_activations(model, [name], input=True) as acts:
+        model(input_ids=ids, attention_mask=att)
+    x = acts[name][0]
+    return torch.stack([x[i, j] for i, j in enumerate(idxs)]).float()
+
+
+@torch.no_grad()
+def module_outputs(
+    model: Any, tok: Any, name: str, texts: Sequence[str], idxs: Sequence[int]
+) -> torch.Tensor:
+    """Outputs of module ``name`` (first element of tuples) at ``idxs``: ``[n, d_out]``."""
+    from llmcore.hooks import capture_activations
+
+    rows = [encode(tok, t) for t in texts]
+    ids, att = pad_right(rows, pad_id(tok), device_of(model))
+    with capture_activations(model, [name]) as acts:
+        model(input_ids=ids, attention_mask=att)
+    x = acts[name][0]
+    return torch.stack([x[i, j] for i, j in enumerate(idxs)]).float()
+
+
+@torch.no_grad()
+def context_templates(
+    model: Any, tok: Any, params: Sequence[Sequence[int]], seed: int
+) -> list[str]:
+    """``["{}"]`` plus model-sampled prefixes (top-k 5) of each ``[length, count]``, each
+    followed by ``". {}"`` (ROME's context templates)."""
+    out = ["{}"]
+    start = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    dev = device_of(model)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for length, count in params:
+            ids = torch.full((int(count), 1), start, dtype=torch.long, device=dev)
+            gen = model.generate(
+                input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True, top_k=5,
+                max_new_tokens=int(length), min_new_tokens=int(length), pad_token_id=pad_id(tok),
+                temperature=1.0, top_p=1.0,
+            )  # fmt: skip
+            for row in gen[:, 1:]:
+                text = tok.decode(row, skip_special_tokens=True).replace("{", " ").replace("}", " ")
+                out.append(text.strip() + " . {}")
+    return out
+
+
+def optimize_target(
+    model: Any,
+    tok: Any,
+    cfg: EditConfig,
+    requests: Sequence[EditRequest],
+    hook_name: str,
+    templates: Sequence[str],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """v*/z* per request: ``delta`` added to ``hook_name``'s output at the subject's last token,
+    optimised so the model emits ``target_new`` after every prefixed prompt, plus
+    ``kl_factor`` x KL on ``"{subject} is a"`` and ``v_weight_decay`` x ||delta||^2/||v||^2, with
+    ||delta|| clamped to ``clamp_norm_factor`` x ||v|| (ROME §3.1; MEMIT eq. 16).
+    Returns ``(targets, inits)``, each ``[n, d]``."""
+    from llmcore.hooks import intervene
+
+    dev = device_of(model)
+    targets, inits = [], []
+    for req in requests:
+        tgt = target_ids(tok, req.target_new)
+        rows, idxs, label_pos = [], [], []
+        for t in templates:
+            p = t.format(req.prompt)
+            pid = encode(tok, p)
+            rows.append(pid + tgt[:-1])
+            idxs.append(lookup_index(tok, p, req.subject, cfg.fact_token, req.case_id))
+            label_pos.append(len(pid) - 1)
+        kl_prompt = f"{req.subject} is a"
+        rows.append(encode(tok, kl_prompt))
+        idxs.append(lookup_index(tok, kl_prompt, req.subject, cfg.fact_token, req.case_id))
+        ids, att = pad_right(rows, pad_id(tok), dev)
+        n_rw = len(templates)
+        mask = torch.zeros(ids.shape[0], ids.shape[1], 1, device=dev)
+        for i, j in enumerate(idxs):
+            mask[i, j] = 1.0
+        tgt_t = torch.tensor(tgt, device=dev)
+        with torch.no_grad():
+            init = module_outputs(
+                model, tok, hook_name, [templates[0].format(req.prompt)], [idxs[0]]
+            )[0]
+        delta = torch.zeros_like(init, requires_grad=True)
+        opt = torch.optim.Adam([delta], lr=cfg.v_lr)
+        max_norm = cfg.clamp_norm_factor * init.norm()
+        kl_ref = None
+
+        def add_delta(
+            out: torch.Tensor, mask: torch.Tensor = mask, delta: torch.Tensor = delta
+        ) -> torch.Tensor:
+            return out + mask.to(out.dtype) * delta.to(out.dtype)
+
+        for _ in range(cfg.v_num_grad_steps):
+            with intervene(model, {hook_name: add_delta}):
+                logits = model(input_ids=ids, attention_mask=att).logits.float()
+            logp = torch.log_softmax(logits, -1)
+            nll = 0.0
+            for i in range(n_rw):
+                pos = torch.arange(label_pos[i], label_pos[i] + len(tgt), device=dev)
+                nll = nll - logp[i, pos, tgt_t].sum() / len(tgt)
+            nll = nll / n_rw
+            kl_lp = logp[n_rw, idxs[n_rw]]
+            if kl_ref is None:
+                kl_ref = kl_lp.detach()
+            kl = torch.nn.functional.kl_div(kl_lp, kl_ref, log_target=True, reduction="sum")
+            wd = cfg.v_weight_decay * delta.norm() ** 2 / init.norm() ** 2
+            loss = nll + cfg.kl_factor * kl + wd
+            if float(nll.detach()) < 5e-2:
+                break
+            (g,) = torch.autograd.grad(loss, [delta])
+            delta.grad = g
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            with torch.no_grad():
+                if delta.norm() > max_norm:
+                    delta.mul_(max_norm / delta.norm())
+        out = (init + delta).detach()
+        if not torch.isfinite(out).all():
+            raise EditDivergedError(
+                f"request {req.case_id!r}: v* is not finite (||delta||={float(delta.norm()):.3g}); "
+                "lower v_lr or clamp_norm_factor"
+            )
+        targets.append(out)
+        inits.append(init)
+    return torch.stack(targets), torch.stack(inits)
+
+
+def check_update(delta: torch.Tensor, what: str) -> None:
+    if not torch.isfinite(delta).all():
+        raise EditDivergedError(
+            f"{what}: the update has non-finite entries (||delta||={float(delta.norm()):.3g}); the "
+            "statistics are ill-conditioned or v* exploded: raise mom2_update_weight (or L2) or "
+            "lower v_lr"
+        )

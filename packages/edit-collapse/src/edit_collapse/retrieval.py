@@ -1,0 +1,300 @@
+"""Non-parametric editing: the retrieval baseline (selective contextual reasoning, reconstructed:
+retrieve top-k facts, keep those the model itself judges relevant, answer directly when none is
+kept) and IKE (in-context demonstrations). Weights are never touched: the model is wrapped
+behind HF ``generate`` kwargs with a prompt transform."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edit_collapse.errors import EditInputError
+from edit_collapse.requests import EditRequest
+
+
+@dataclass
+class PromptFormat:
+    """How retrieved facts and the relevance question are written around a query."""
+
+    context: str = "Updated facts:\n{facts}\nUse these facts when they are relevant.\n{query}"
+    fact_sep: str = "\n"
+    fact_item: str = "- {fact}"
+    gate: str = "Fact: {fact}\nQuery: {query}\nIs the fact relevant to answering the query? Answer:"
+    yes: str = " Yes"
+    no: str = " No"
+
+
+def world_format() -> PromptFormat:
+    """The formats the synthetic world model was trained on."""
+    from edit_collapse import world as W
+
+    return PromptFormat(
+        context=f"{W.CONTEXT} {{facts}} . {W.QUESTION} {{query}}", fact_sep=" . ",
+        fact_item="{fact}", gate=f"{W.GATE_FACT} {{fact}} . {W.GATE_QUERY} {{query}} {W.GATE_ASK}",
+        yes=" yes", no=" no",
+    )  # fmt: skip
+
+
+STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "by",
+        "with",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "its",
+        "this",
+        "that",
+        "and",
+        "or",
+        "as",
+        "from",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "does",
+        "do",
+        "did",
+        "has",
+        "have",
+        "had",
+    ]
+)
+"""Function words dropped before BM25 scoring (standard IR practice): a query that shares only
+these with a fact has no candidate fact."""
+
+
+def _terms(text: str) -> list[str]:
+    return [w for w in text.lower().split() if w not in STOPWORDS]
+
+
+class Encoder:
+    """Similarity search over the memory: ``embed`` (sentence-transformers), ``bm25``
+    (rank-bm25) or ``hidden`` (mean-pooled last hidden states of the target model)."""
+
+    def __init__(
+        self, kind: str, model: Any = None, tok: Any = None, name: str = "all-MiniLM-L6-v2"
+    ) -> None:
+        if kind not in ("embed", "bm25", "hidden"):
+            raise EditInputError(f"encoder={kind!r}: use 'embed', 'bm25', 'hidden' or 'auto'")
+        self.kind, self.model, self.tok, self.name = kind, model, tok, name
+        self._st: Any = None
+        if kind == "embed":
+            try:
+                from sentence_transformers import SentenceTransformer
+            except ImportError as e:
+                raise EditInputError(
+                    "encoder='embed' needs pip install 'edit-collapse[embed]'"
+                ) from e
+            self._st = SentenceTransformer(name)
+
+    def top_k(self, query: str, docs: Sequence[str], k: int) -> list[int]:
+        import numpy as np
+
+        if not docs:
+            return []
+        if self.kind == "bm25":
+            from rank_bm25 import BM25Okapi
+
+            bm = BM25Okapi([_terms(d) for d in docs])
+            scores = np.asarray(bm.get_scores(_terms(query)))
+            order = [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+            if len(docs) > 2:
+                # A positive score needs a shared term found in fewer than half of the facts:
+                # facts sharing only frequent terms are not candidates.
+                return [i for i in order if scores[i] > 0]
+            # In a memory of one or two facts every term has idf <= 0: a fact is a candidate
+            # when it shares a query term, the one sharing more ranked first.
+            terms = set(_terms(query))
+            shared = {i: len(terms & set(_terms(d))) for i, d in enumerate(docs)}
+            return sorted((i for i in shared if shared[i]), key=lambda i: -shared[i])[:k]
+        else:
+            e = self._embed([query, *docs])
+            scores = e[1:] @ e[0]
+        return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+
+    def _embed(self, texts: Sequence[str]):
+        import numpy as np
+        import torch
+
+        if self.kind == "embed":
+            e = np.asarray(self._st.encode(list(texts), normalize_embeddings=True))
+            return e
+        from edit_collapse import core
+
+        out = []
+        with torch.no_grad():
+            for t in texts:
+                ids = torch.tensor([core.encode(self.tok, t)], device=core.device_of(self.model))
+                h = (
+                    self.model(input_ids=ids, output_hidden_states=True)
+                    .hidden_states[-1][0]
+                    .mean(0)
+                )
+                out.append(torch.nn.functional.normalize(h.float(), dim=0).cpu().numpy())
+        return np.stack(out)
+
+
+def make_encoder(kind: str, model: Any, tok: Any, name: str = "all-MiniLM-L6-v2") -> Encoder:
+    """``auto``: the sentence encoder if it loads (offline cache included), else BM25."""
+    if kind != "auto":
+        return Encoder(kind, model, tok, name)
+    try:
+        return Encoder("embed", model, tok, name)
+    except Exception as e:  # missing extra, or the encoder cannot be downloaded offline
+        warnings.warn(f"retrieval encoder 'embed' unavailable ({e}); using BM25", stacklevel=2)
+    return Encoder("bm25", model, tok, name)
+
+
+@dataclass
+class EditedGenerator:
+    """A model with a prompt transform: ``generate(input_ids=..., attention_mask=..., **kw)``
+    rewrites each prompt through ``transform`` and returns the original ids followed by the new
+    tokens, like ``model.generate``. Weights are the base model's."""
+
+    model: Any
+    tok: Any
+    editor: Any
+    last: dict[str, Any] = field(default_factory=dict)
+
+    def transform(self, prompt: str) -> str:
+        return self.editor.transform(self.model, self.tok, prompt)
+
+    def generate(self, input_ids: Any = None, attention_mask: Any = None, **kwargs: Any) -> Any:
+        import torch
+
+        from edit_collapse import core
+
+        outs = []
+        for i in range(input_ids.shape[0]):
+            row = input_ids[i] if attention_mask is None else input_ids[i][attention_mask[i].bool()]
+            text = self.tok.decode(row, skip_special_tokens=True)
+            ids = torch.tensor(
+                [core.encode(self.tok, self.transform(text))], device=input_ids.device
+            )
+            g = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), **kwargs)
+            outs.append(torch.cat([input_ids[i], g[0, ids.shape[1] :]]))
+        n = max(len(o) for o in outs)
+        pad = core.pad_id(self.tok)
+        return torch.stack([torch.cat([o, o.new_full((n - len(o),), pad)]) for o in outs])
+
+    def __call__(self, *a: Any, **kw: Any) -> Any:
+        return self.model(*a, **kw)
+
+
+class RetrievalEditor:
+    """Selective contextual reasoning, reconstructed: memory of fact sentences; top-``k`` by the
+    encoder; a yes/no relevance gate scored by the model's next-token log-probabilities
+    (``P(yes) > 0.5``, ``gate='none'`` keeps all); direct answer when nothing is kept."""
+
+    name = "retrieval"
+    parametric = False
+
+    def __init__(self, k: int = 3, encoder: str = "auto", gate: str = "yesno",
+                 fmt: PromptFormat | None = None, encoder_name: str = "all-MiniLM-L6-v2") -> None:  # fmt: skip
+        if gate not in ("yesno", "none"):
+            raise EditInputError(f"gate={gate!r}: use 'yesno' or 'none'")
+        if k < 1:
+            raise EditInputError(f"k={k} must be >= 1")
+        self.k, self.gate, self.encoder_kind, self.encoder_name = k, gate, encoder, encoder_name
+        self.fmt = fmt or PromptFormat()
+        self.memory: list[str] = []
+        self._enc: Encoder | None = None
+        self.stats = {"queries": 0, "kept": 0, "gate_pairs": 0}
+
+    def apply(
+        self, model: Any, tok: Any, requests: Sequence[EditRequest], sequential: bool = True
+    ) -> Any:
+        """Append the requests' facts to the memory (weights untouched)."""
+        from edit_collapse.editors import EditHandle
+
+        t0 = time.perf_counter()
+        n0 = len(self.memory)
+        self.memory += [r.fact() for r in requests]
+        h = EditHandle(model, editor=self.name, n_requests=len(requests))
+
+        def pop() -> None:
+            del self.memory[n0:]
+
+        h.on_restore.append(pop)
+        h.time_s = time.perf_counter() - t0
+        return h
+
+    def wrap(self, model: Any, tok: Any) -> EditedGenerator:
+        return EditedGenerator(model, tok, self)
+
+    def retrieve(self, model: Any, tok: Any, query: str) -> list[str]:
+        if self._enc is None:
+            self._enc = make_encoder(self.encoder_kind, model, tok, self.encoder_name)
+        return [self.memory[i] for i in self._enc.top_k(query, self.memory, self.k)]
+
+    def relevant(self, model: Any, tok: Any, query: str, facts: Sequence[str]) -> list[str]:
+        """Facts whose relevance question the model answers yes (one scoring pass)."""
+        if self.gate == "none" or not facts:
+            return list(facts)
+        from llmcore.metrics import completion_logprobs
+
+        pairs = []
+        for f in facts:
+            q = self.fmt.gate.format(fact=f, query=query)
+            pairs += [(q, self.fmt.yes), (q, self.fmt.no)]
+        lp = completion_logprobs(model, tok, pairs, reduce="sum")
+        self.stats["gate_pairs"] += len(pairs)
+        return [f for i, f in enumerate(facts) if lp[2 * i] > lp[2 * i + 1]]
+
+    def transform(self, model: Any, tok: Any, query: str) -> str:
+        self.stats["queries"] += 1
+        kept = self.relevant(model, tok, query, self.retrieve(model, tok, query))
+        if not kept:
+            return query
+        self.stats["kept"] += len(kept)
+        facts = self.fmt.fact_sep.join(self.fmt.fact_item.format(fact=f) for f in kept)
+        return self.fmt.context.format(facts=facts, query=query)
+
+    def save(self, path: str | Path) -> Path:
+        """The memory as JSONL of facts."""
+        from llmcore.data import write_jsonl
+
+        write_jsonl(path, [{"fact": f} for f in self.memory])
+        return Path(path)
+
+
+class IKEEditor(RetrievalEditor):
+    """IKE (Zheng et al. 2023): ``k`` demonstrations retrieved from a training pool, each
+    ``New Fact: ... / Prompt: ...``, then the new fact and the query."""
+
+    name = "ike"
+
+    def __init__(self, k: int = 16, pool: Sequence[EditRequest] = (), encoder: str = "auto",
+                 encoder_name: str = "all-MiniLM-L6-v2") -> None:  # fmt: skip
+        super().__init__(k=1, encoder=encoder, gate="none", encoder_name=encoder_name)
+        self.k_demos = k
+        self.pool = [f"New Fact: {r.fact()}\nPrompt: {r.prompt} {r.target_new}" for r in pool]
+
+    def transform(self, model: Any, tok: Any, query: str) -> str:
+        self.stats["queries"] += 1
+        if self._enc is None:
+            self._enc = make_encoder(self.encoder_kind, model, tok, self.encoder_name)
+        demos = [self.pool[i] for i in self._enc.top_k(query, self.pool, self.k_demos)]
+        new = [self.memory[i] for i in self._enc.top_k(query, self.memory, 1)]
+        parts = [*demos[::-1], *(f"New Fact: {f}" for f in new)]
+        return "\n\n".join([*parts, f"Prompt: {query}"]) if new else query

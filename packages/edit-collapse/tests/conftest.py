@@ -1,0 +1,56 @@
+"""Shared test setup: one torch thread, a random Llama over the world's word vocabulary, and the
+gated world model from the zoo cache (built on first use)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def small_world():
+    from edit_collapse import world as W
+
+    return W.make_world(12, 2, 0)
+
+
+@pytest.fixture(scope="session")
+def random_pair(small_world):
+    """A random 3-layer Llama (d=32) with a word tokenizer over the world's vocabulary."""
+    from edit_collapse import world as W
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from llmcore.zoo import word_tokenizer
+
+    tok = word_tokenizer(W.vocabulary(small_world))
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                      num_attention_heads=4, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                      pad_token_id=tok.pad_token_id, initializer_range=0.2)  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(cfg).eval()
+    return model, tok
+
+
+@pytest.fixture(scope="session")
+def world_entry():
+    from edit_collapse.tiny import build_world_model
+
+    return build_world_model()
+
+
+@pytest.fixture(scope="session")
+def world(world_entry):
+    from edit_collapse import tiny
+    from edit_collapse import world as W
+
+    return W.make_world(tiny.N_ENTITIES, tiny.N_RELATIONS, 0)
+
+
+@pytest.fixture()
+def world_pair(world_entry):
+    model, tok = world_entry.load()
+    model.requires_grad_(True)
+    return model, tok

@@ -1,0 +1,176 @@
+"""Exactness and property tests of the editors, metrics and retrieval gate (seconds each)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from edit_collapse import metrics as M
+from edit_collapse.config import EditConfig
+from edit_collapse.editors import AlphaEditEditor, FTEditor, MEMITEditor, ROMEEditor
+from edit_collapse.requests import world_requests
+
+from llmcore.zoo import weights_digest
+
+CTX = [[3, 2]]
+
+
+def _stats_texts(w):
+    return [f.sentence(t) for f in w.facts for t in range(3)]
+
+
+def test_rome_update_is_rank_one(random_pair, small_world, tmp_path):
+    model, tok = random_pair
+    ed = ROMEEditor(EditConfig("ROME", layers=[1], context_template_length_params=CTX))
+    h = ed.apply(model, tok, world_requests(small_world, 1))
+    try:
+        (name,) = h.originals
+        dW = (model.get_parameter(name) - h.originals[name]).double()
+        s = torch.linalg.svdvals(dW)
+        assert float(s[0]) > 0 and float(s[1] / s[0]) < 1e-6
+    finally:
+        h.restore()
+
+
+def test_rome_mom2_adjusted_update_is_rank_one(random_pair, small_world, tmp_path):
+    model, tok = random_pair
+    cfg = EditConfig(
+        "ROME",
+        layers=[1],
+        context_template_length_params=CTX,
+        mom2_adjustment=True,
+        mom2_n_samples=400,
+    )
+    ed = ROMEEditor(cfg, stats_texts=_stats_texts(small_world), stats_cache_dir=tmp_path)
+    h = ed.apply(model, tok, world_requests(small_world, 1))
+    try:
+        dW = next(iter(h.changed().values())).double() - next(iter(h.originals.values())).double()
+        s = torch.linalg.svdvals(dW)
+        assert float(s[1] / s[0]) < 1e-6
+    finally:
+        h.restore()
+
+
+def test_alphaedit_update_is_in_null_space_of_preserved_keys(random_pair, small_world, tmp_path):
+    """||dW K_0||_F / (||dW||_F ||K_0||_F) < 1e-3 on the preserved keys K_0: the statistics come
+    from 5 short texts (fewer token keys than d_ff = 64), so their null space is exact."""
+    from edit_collapse import core
+
+    from llmcore.hooks import capture_activations
+
+    model, tok = random_pair
+    texts = _stats_texts(small_world)[:5]
+    names = [f"model.layers.{i}.mlp.down_proj" for i in (0, 1)]
+    ids, att = core.pad_right([core.encode(tok, t) for t in texts], tok.pad_token_id, "cpu")
+    with torch.no_grad(), capture_activations(model, names, input=True) as acts:
+        model(input_ids=ids, attention_mask=att)
+    K0 = {n: acts[n][0][att.bool()].double() for n in names}
+    assert K0[names[0]].shape[0] < 64
+    cfg = EditConfig("AlphaEdit", layers=[0, 1], context_template_length_params=CTX, mom2_n_samples=10_000,
+                     nullspace_threshold=1e-8)  # fmt: skip
+    ed = AlphaEditEditor(cfg, stats_texts=texts, stats_cache_dir=tmp_path)
+    h = ed.apply(model, tok, world_requests(small_world, 2), sequential=False)
+    try:
+        for n in names:
+            dW = (model.get_parameter(n + ".weight") - h.originals[n + ".weight"]).double()
+            assert dW.norm() > 0
+            ratio = (dW @ K0[n].T).norm() / (dW.norm() * K0[n].norm())
+            assert float(ratio) < 1e-3, (n, float(ratio))
+    finally:
+        h.restore()
+
+
+@pytest.mark.parametrize("cls,cfg", [
+    (FTEditor, EditConfig("FT", layers=[1], num_steps=3)),
+    (ROMEEditor, EditConfig("ROME", layers=[1], context_template_length_params=CTX, v_num_grad_steps=3)),
+    (MEMITEditor, EditConfig("MEMIT", layers=[0, 1], context_template_length_params=CTX, v_num_grad_steps=3,
+                             mom2_n_samples=300, mom2_update_weight=10)),
+])  # fmt: skip
+def test_restore_is_bit_identical_and_save_load_roundtrip(
+    cls, cfg, random_pair, small_world, tmp_path
+):
+    from edit_collapse.editors import EditHandle
+
+    model, tok = random_pair
+    before = weights_digest(model)
+    ed = cls(cfg, stats_texts=_stats_texts(small_world), stats_cache_dir=tmp_path)
+    h = ed.apply(model, tok, world_requests(small_world, 2), sequential=True)
+    edited = weights_digest(model)
+    assert edited != before
+    assert set(h.delta_norms()) == set(h.originals) and all(v > 0 for v in h.delta_norms().values())
+    path = h.save(tmp_path / "d.safetensors")
+    h.restore()
+    assert weights_digest(model) == before
+    h2 = EditHandle.load(model, path)
+    assert weights_digest(model) == edited
+    h2.restore()
+    assert weights_digest(model) == before
+
+
+def test_retrieval_never_changes_weights(random_pair, small_world):
+    from edit_collapse.retrieval import RetrievalEditor, world_format
+    from edit_collapse.session import run_edit_session
+
+    model, tok = random_pair
+    before = weights_digest(model)
+    ed = RetrievalEditor(encoder="bm25", fmt=world_format())
+    res = run_edit_session(ed, model, tok, world_requests(small_world, 4), eval_at=(1, 4))
+    assert len(ed.memory) == 4 and weights_digest(model) == before
+    res.handle.restore()
+    assert ed.memory == []
+
+
+def test_teacher_forced_metrics_match_easyedit_formula():
+    assert M.token_accuracy([5, 6, 7], [5, 0, 7]) == pytest.approx(2 / 3)
+    assert M.locality_acc([1, 2], [1, 2]) == 1.0
+    with pytest.raises(ValueError, match="length mismatch"):
+        M.token_accuracy([1], [1, 2])
+    row = {"rel": 1.0, "gen": 0.5, "loc": 0.25, "port": None}
+    assert M.average(row) == pytest.approx(1.75 / 3)
+
+
+def test_teacher_forced_acc_on_hand_made_logits(small_world):
+    """A model whose logits are a fixed table: acc equals the hand-computed share."""
+    from edit_collapse import world as W
+
+    from llmcore.zoo import word_tokenizer
+
+    tok = word_tokenizer(W.vocabulary(small_world))
+    a, b, c = (tok.convert_tokens_to_ids(x) for x in ("paris", "rome", "oslo"))
+
+    class Table(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, input_ids, attention_mask=None, **kw):
+            logits = torch.zeros(*input_ids.shape, len(tok))
+            logits[..., a] = 1.0  # always predicts "paris"
+            return type("O", (), {"logits": logits})()
+
+    m = Table()
+    acc = M.teacher_forced_acc(m, tok, ["x lives in", "x lives in"], ["paris rome", "paris paris"])
+    assert acc == [0.5, 1.0]
+    assert b != c
+
+
+def test_locality_uses_original_outputs_in_sequential_mode(random_pair, small_world):
+    """After the first edit the locality reference stays the unedited model's argmax."""
+    from edit_collapse.session import Evaluator
+
+    model, tok = random_pair
+    reqs = world_requests(small_world, 3)
+    ev = Evaluator(model, tok, reqs)
+    ref = dict(ev.loc_orig)
+    ed = FTEditor(EditConfig("FT", layers=[2], num_steps=20, lr=5e-2))
+    h = ed.apply(model, tok, reqs[:1])
+    try:
+        ev.evaluate(model, reqs)
+        assert ev.loc_orig == ref
+        locs = [(p, a) for r in reqs for ps in r.locality.values() for p, a in ps]
+        now = M.target_argmax(model, tok, locs)
+        changed = sum(pred != ref[(r.case_id, p)] for r in reqs for (p, _) in [x for ps in r.locality.values() for x in ps]
+                      for pred, _ in [now[locs.index((p, _))]])  # fmt: skip
+        rows = ev.evaluate(model, reqs)
+        assert (changed == 0) == all(r["loc"] == 1.0 for r in rows)
+    finally:
+        h.restore()
