@@ -150,26 +150,7 @@ def patch_model(model: nn.Module, cfg: _base.InterventionConfig, *, seed: int = 
     if not isinstance(cfg, InterventionConfig) or not cfg.has_bias_slot:
         base = cfg.base() if isinstance(cfg, InterventionConfig) else cfg
         return _base.patch_model(model, base, seed=seed)
-    if getattr(model.config, CONFIG_FIELD, None):
-        raise SinkProbeConfigError(
-            "model is already patched with "
-            f"{getattr(model.config, CONFIG_FIELD)}; patch a fresh model instead"
-        )
-    target = next((v for k, v in _PATCHED.items() if type(model) is k), None)
-    if target is None:
-        raise UnsupportedArchitecture(
-            f"patch_model supports {', '.join(_base.SUPPORTED)}; got {type(model).__name__}. "
-            "Inference-time hooks (sink_probe.intervene) work on any HF model."
-        )
-    register()
-    model_cls, cfg_cls = target
-    model.config.__class__ = cfg_cls
-    setattr(model.config, CONFIG_FIELD, cfg.to_dict())
-    model.__class__ = model_cls
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        _install_all(model, cfg)
-    return model
+    return _base.convert_model(model, cfg, _PATCHED, register, _install_all, seed=seed)
 
 
 def config_of(model: nn.Module) -> InterventionConfig:

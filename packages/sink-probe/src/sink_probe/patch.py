@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,25 +146,40 @@ def register() -> None:
 def patch_model(model: nn.Module, cfg: InterventionConfig, *, seed: int = 0) -> nn.Module:
     """Add ``cfg``'s training-time interventions to a Llama/Qwen2 causal LM in place (new
     parameters drawn with ``seed``); returns the same object, now a patched subclass."""
+    return convert_model(model, cfg, _PATCHED, register, _install, seed=seed)
+
+
+def convert_model(
+    model: nn.Module,
+    cfg: Any,
+    patched: dict[type, tuple[type, type]],
+    register_fn: Callable[[], None],
+    install: Callable[[nn.Module, Any], None],
+    *,
+    seed: int,
+) -> nn.Module:
+    """Turn ``model`` into its patched class from ``patched`` (model class -> (patched model
+    class, patched config class)), record ``cfg`` in the config and run ``install`` with the RNG
+    seeded by ``seed``; shared by every training-time patch module."""
     if getattr(model.config, CONFIG_FIELD, None):
         raise SinkProbeConfigError(
             "model is already patched with "
             f"{getattr(model.config, CONFIG_FIELD)}; patch a fresh model instead"
         )
-    target = next((v for k, v in _PATCHED.items() if type(model) is k), None)
+    target = next((v for k, v in patched.items() if type(model) is k), None)
     if target is None:
         raise UnsupportedArchitecture(
             f"patch_model supports {', '.join(SUPPORTED)}; got {type(model).__name__}. "
             "Inference-time hooks (sink_probe.intervene) work on any HF model."
         )
-    register()
+    register_fn()
     model_cls, cfg_cls = target
     model.config.__class__ = cfg_cls
     setattr(model.config, CONFIG_FIELD, cfg.to_dict())
     model.__class__ = model_cls
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        _install(model, cfg)
+        install(model, cfg)
     return model
 
 
