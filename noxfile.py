@@ -16,7 +16,7 @@ Sessions are discovered from ``packages/*`` so a new package needs no edit here:
 - ``fixtures``: every package from the lock, then ``llmcore zoo build --fixtures --jobs N``
   (N from posargs ``--jobs N``, default 2): builds all registered test fixtures, longest first.
 - ``integration``: every package from the lock (``uv sync --locked --all-packages``),
-  runs ``tests-integration/``.
+  runs the default tier of ``tests-integration/`` (posargs ``-m extended`` for the rest).
 - ``lint``: ruff check, ruff format --check, and a schema check of the CI workflows.
 
 Versions in the per-package venvs are constrained to ``uv.lock`` (``uv export``), so every
@@ -192,8 +192,10 @@ def fixtures(session: nox.Session) -> None:
 
 @nox.session
 def integration(session: nox.Session) -> None:
-    """All packages together from the lock."""
+    """All packages together from the lock: the default tier of ``tests-integration/`` (the
+    pipelines' ``extended`` parts run with ``nox -s integration -- -m extended``)."""
     _sync_all(session)
+    marker = [] if "-m" in session.posargs else ["-m", default_marker_expression()]
     session.run(
         "python",
         "-m",
@@ -201,6 +203,8 @@ def integration(session: nox.Session) -> None:
         "-q",
         "-p",
         "no:cacheprovider",
+        "--durations=10",
+        *marker,
         "tests-integration",
         *session.posargs,
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 from monica_syco import attach, monica_generate, score_trajectory
+from monica_syco.errors import MonicaConfigError
 from monica_syco.generate import block_names, encode_prompts
 
 
@@ -196,3 +197,38 @@ def test_peft_model_is_hooked_on_the_base_blocks(world_entry, world, fitted):
     out = monica_generate(lora, tok, prompts, mon, None, do_sample=False, max_new_tokens=40)
     base = monica_generate(model, tok, prompts, mon, None, do_sample=False, max_new_tokens=40)
     assert out.texts == base.texts and out.sds == base.sds  # LoRA B = 0 at init: same model
+
+
+def test_persistent_session_equals_one_attach_per_generate_call(model_tok, world, fitted):
+    """``attach(persistent=True)`` over several ``generate`` calls (a library making staged
+    calls) = one ``attach`` per call: same tokens, step scores and interventions per call;
+    without it a second call in one session is refused."""
+    model, tok = model_tok
+    mon, cal, _ = fitted
+    calls = [_prompts(world, 4), _prompts(world, 2)[::-1]]
+    kw = {"do_sample": False, "max_new_tokens": 48, "pad_token_id": tok.pad_token_id}
+    separate = [monica_generate(model, tok, p, mon, cal, **kw) for p in calls]
+    assert any(any(o.interventions) for o in separate)  # the calibrator does act here
+    before = _hook_count(model)
+    seqs = []
+    # inference_mode, as llmcore's and spec-align's backends run generate
+    with attach(model, tok, mon, cal, persistent=True) as session, torch.inference_mode():
+        for p in calls:
+            seqs.append(model.generate(**encode_prompts(tok, p, "cpu"), **kw))
+    assert _hook_count(model) == before
+    assert len(session.generations) == len(calls)
+    for one, many, seq in zip(separate, session.generations, seqs, strict=True):
+        assert torch.equal(seq, one.sequences)
+        assert many.steps == one.steps and many.interventions == one.interventions
+        assert many.n_forward == one.n_forward and many.edited_tokens == one.edited_tokens
+        for a, b in zip(many.sds, one.sds, strict=True):
+            assert len(a) == len(b) and all(abs(x - y) < 1e-5 for x, y in zip(a, b, strict=True))
+    assert session.outputs().sds == session.generations[-1].sds
+    # rows still reasoning when the block exits: their last step is flushed and scored
+    with attach(model, tok, mon, cal, persistent=True) as short, torch.inference_mode():
+        model.generate(**encode_prompts(tok, calls[0], "cpu"), **{**kw, "max_new_tokens": 8})
+    assert len(short.generations) == 1 and all(len(x) >= 1 for x in short.generations[0].sds)
+    refused = pytest.raises(MonicaConfigError, match="persistent=True")
+    with refused, attach(model, tok, mon, cal), torch.no_grad():
+        for p in calls:
+            model.generate(**encode_prompts(tok, p, "cpu"), **kw)

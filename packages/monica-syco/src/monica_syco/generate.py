@@ -87,7 +87,12 @@ def require_white_box(model: Any, monitor: Any, calibrator: Any) -> None:
 
 class MonicaSession:
     """Per-generation state of :func:`attach` (use :attr:`processor` in ``model.generate``'s
-    ``logits_processor`` for ``mode="logit"``; :meth:`outputs` after generation)."""
+    ``logits_processor`` for ``mode="logit"``; :meth:`outputs` after generation).
+
+    With ``persistent=True`` the session serves several generations in a row: a forward pass
+    on an empty KV cache starts a new generation (per-row step state, windows and calibration
+    state start afresh, as in a separate :func:`attach`), and each finished generation's
+    :class:`MonicaOutput` is appended to :attr:`generations`."""
 
     def __init__(
         self,
@@ -103,6 +108,7 @@ class MonicaSession:
         contexts: list[tuple[str, str]] | None = None,
         cued_answers: list[str | None] | None = None,
         strict: bool = True,
+        persistent: bool = False,
     ) -> None:
         if policy not in POLICIES:
             raise MonicaConfigError(f"policy must be one of {POLICIES}, got {policy!r}")
@@ -131,6 +137,11 @@ class MonicaSession:
         if calibrator is not None and mode == "logit" and policy != "never":
             self.processor = _make_processor(self)
         self.n_forward = 0
+        self._fwd0 = 0
+        self.persistent = persistent
+        self.generations: list[MonicaOutput] = []
+        """finished generations, in order (``persistent=True``; the last one is appended when
+        the ``attach`` block exits)"""
         self._rows: list[RowState] | None = None
 
     # -- per-pass state ------------------------------------------------------------------
@@ -186,14 +197,18 @@ class MonicaSession:
             ids = args[0]
         if ids is None:
             raise MonicaConfigError("MONICA needs input_ids in every forward (not inputs_embeds)")
+        if self._rows is not None and self.persistent and _starts_generation(ids, kwargs):
+            self.end_generation()
         self.n_forward += 1
         if self._rows is None:
+            self._fwd0 = self.n_forward - 1
             self._init_rows(ids, kwargs.get("attention_mask"))
             return
         if ids.shape[1] != 1:
             raise MonicaConfigError(
                 f"expected one new token per row after prefill, got {ids.shape[1]}; MONICA needs "
-                "the KV cache (use_cache=True) and no assisted/speculative decoding"
+                "the KV cache (use_cache=True) and no assisted/speculative decoding; for several "
+                "generate calls in one session use attach(..., persistent=True)"
             )
         self.prefill = False
         pooled = []
@@ -350,15 +365,29 @@ class MonicaSession:
             handle.remove()
 
     # -- results -------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Score every row's unfinished last step (EOS or length stop)."""
+    def end_generation(self) -> None:
+        """Close the current generation (``persistent=True``): flush its last step, append its
+        :class:`MonicaOutput` to :attr:`generations` and reset the per-row state; a no-op
+        between generations."""
         if self._rows is None:
             return
-        for b, st in enumerate(self._rows):
-            if st.phase in ("pre", "reason"):
-                text = self.segmenter._decode(st.step_ids).strip()
-                self._close_step(b, text, "end")
-            self.segmenter.finish(st)
+        self.flush()
+        self.generations.append(self.outputs())
+        self._rows = None
+
+    def flush(self) -> None:
+        """Score every row's unfinished last step (EOS or length stop)."""
+        import torch
+
+        if self._rows is None:
+            return
+        # the running sums are inference tensors when generate ran under inference_mode
+        with torch.inference_mode():
+            for b, st in enumerate(self._rows):
+                if st.phase in ("pre", "reason"):
+                    text = self.segmenter._decode(st.step_ids).strip()
+                    self._close_step(b, text, "end")
+                self.segmenter.finish(st)
 
     def outputs(self, sequences: Any = None, texts: list[str] | None = None) -> MonicaOutput:
         rows = self._rows or []
@@ -374,7 +403,7 @@ class MonicaSession:
             steps=[list(r.steps) for r in rows],
             sds=[list(s) for s in getattr(self, "sds", [])],
             interventions=[list(i) for i in getattr(self, "interventions", [])],
-            n_forward=self.n_forward,
+            n_forward=self.n_forward - self._fwd0,
             new_tokens=list(getattr(self, "new_tokens", [])),
             no_think_tags=[r.no_think_tags for r in rows],
             step_states=[list(s) for s in self.states] if self.record_layers and rows else None,
@@ -382,6 +411,18 @@ class MonicaSession:
             edited_tokens=list(getattr(self, "edited", [])),
             prompt_edits=getattr(self, "prompt_edits", 0),
         )
+
+
+def _starts_generation(ids: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether this forward pass opens a new generation: it runs on an empty KV cache
+    (``generate`` passes its cache object from the first pass on)."""
+    past = kwargs.get("past_key_values")
+    if past is None:
+        return False  # no cache at all: left to the one-token check (use_cache=False)
+    length = getattr(past, "get_seq_length", None)
+    if length is None:  # legacy tuple caches
+        return len(past) == 0 or past[0][0].shape[-2] == 0
+    return int(length()) == 0
 
 
 def _make_processor(session: MonicaSession) -> Any:
@@ -439,11 +480,20 @@ def attach(
     contexts: list[tuple[str, str]] | None = None,
     cued_answers: list[str | None] | None = None,
     strict: bool = True,
+    persistent: bool = False,
 ) -> Iterator[MonicaSession]:
     """Install MONICA's hooks for one ``model.generate`` call; every hook is removed on exit,
     also when generation raises. ``policy``: ``"monitor"`` (MONICA), ``"always"`` (constant
     ``alpha_max`` from the first fed generated token, CAA-style), ``"answer_level"`` (only
-    after the think-close tag, when the last step's SDS > tau) or ``"never"`` (monitor only)."""
+    after the think-close tag, when the last step's SDS > tau) or ``"never"`` (monitor only).
+
+    ``persistent=True`` keeps the hooks for every ``generate`` call made inside the block (a
+    library that calls ``model.generate`` several times, e.g. staged prefilled continuations):
+    a forward pass on an empty KV cache starts a new generation, monitored and calibrated
+    exactly as under its own ``attach``; its prompt (earlier stages included) is never edited
+    nor scored. Finished generations are in ``session.generations``. ``contexts`` and
+    ``cued_answers`` must then match every call's batch rows. A continuation prefilled on a
+    non-empty cache (reused KV prefix) is refused: turn such reuse off."""
     seg = segmenter or StepSegmenter(tokenizer)
     session = MonicaSession(
         model,
@@ -457,10 +507,13 @@ def attach(
         contexts=contexts,
         cued_answers=cued_answers,
         strict=strict,
+        persistent=persistent,
     )
     with session._installed():
         yield session
     session.flush()
+    if persistent and session._rows is not None:
+        session.generations.append(session.outputs())
 
 
 def encode_prompts(
