@@ -1,0 +1,411 @@
+"""Simulation engines behind one protocol: ``simulate(scene, dt, duration) -> Recording``.
+
+:class:`AnalyticEngine` (default, numpy only) solves each connected component of a scene in
+closed form where one exists (constant force, strings over pulleys with Coulomb friction,
+projectiles with restitution bounces, 1-D collisions, springs) and integrates the nonlinear
+pendulum with classical RK4 at the step ``dt``; this stands in for the paper's MuJoCo recorder
+(Sec. 3.2) on CPU. :class:`~sim2reason.mujoco_engine.MuJoCoEngine` simulates the same families
+in MuJoCo (extra ``mujoco``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from sim2reason.dsl import ENTITY_TYPES, Entity, Scene, validate
+from sim2reason.errors import ConfigError, SceneError, UnsupportedFamilyError
+from sim2reason.recording import Recording
+
+__all__ = [
+    "ANALYTIC_FAMILIES",
+    "AnalyticEngine",
+    "Component",
+    "Engine",
+    "G",
+    "StringBody",
+    "components",
+    "get_engine",
+    "solve_string_chain",
+]
+
+log = logging.getLogger(__name__)
+
+G = 9.81
+"""Gravitational acceleration used throughout (m/s^2), as in the paper's scenes."""
+
+ANALYTIC_FAMILIES = (
+    "constant_force",
+    "incline",
+    "atwood",
+    "table_pulley",
+    "incline_pulley",
+    "string_chain",
+    "projectile",
+    "collision1d",
+    "spring_mass",
+    "pendulum",
+)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What every engine provides."""
+
+    name: str
+
+    def simulate(self, scene: Scene, dt: float = 1e-3, duration: float = 2.0) -> Recording: ...
+
+
+@dataclass
+class Component:
+    """A connected group of entities (joined by tendons) simulated together."""
+
+    family: str
+    entities: list[Entity]
+    tendons: list[str]
+    """Tendon names between consecutive entities (string families only)."""
+
+
+def _check_times(dt: float, duration: float) -> None:
+    if not (isinstance(dt, int | float) and math.isfinite(dt) and dt > 0):
+        raise SceneError(f"dt={dt!r}: the time step must be a positive number of seconds")
+    if not (isinstance(duration, int | float) and math.isfinite(duration) and duration > 0):
+        raise SceneError(f"duration={duration!r}: must be a positive number of seconds")
+    if duration / dt > 5e6:
+        raise SceneError(f"duration/dt={duration / dt:.0f} steps: too many (max 5e6)")
+
+
+def components(scene: Scene) -> list[Component]:
+    """Split ``scene`` into connected components and name each one's dynamics family.
+
+    String entities (hanging masses, table and incline blocks) joined by tendons form a chain
+    that moves with one string coordinate; every other entity is its own component. Raises
+    :class:`UnsupportedFamilyError` for entity types no engine here implements.
+    """
+    validate(scene)
+    adj: dict[str, list[tuple[str, str]]] = {e.name: [] for e in scene.entities}
+    for t, name in zip(scene.connections, scene.tendon_names(), strict=True):
+        a, b = t.ends[0].entity, t.ends[1].entity
+        adj[a].append((b, name))
+        adj[b].append((a, name))
+    out: list[Component] = []
+    done: set[str] = set()
+    for ent in scene.entities:
+        if ent.name in done:
+            continue
+        family = ENTITY_TYPES[ent.type].family
+        if family is None:
+            raise UnsupportedFamilyError(
+                f"entity {ent.name!r} of type {ent.type} has no engine implementation here; "
+                f"supported families: {', '.join(ANALYTIC_FAMILIES)} (entity types "
+                f"{sorted(k for k, v in ENTITY_TYPES.items() if v.family)})"
+            )
+        if family != "string":
+            done.add(ent.name)
+            out.append(Component(family, [ent], []))
+            continue
+        # Collect the component, then walk it from an end to get the chain order.
+        comp, stack = {ent.name}, [ent.name]
+        while stack:
+            for nb, _ in adj[stack.pop()]:
+                if nb not in comp:
+                    comp.add(nb)
+                    stack.append(nb)
+        ends = [n for n in comp if len(adj[n]) <= 1]
+        if not ends:
+            raise UnsupportedFamilyError(
+                f"entities {sorted(comp)} form a closed string loop; only open chains are "
+                "supported (try the mujoco engine for other layouts)"
+            )
+        start = min(ends, key=[e.name for e in scene.entities].index)
+        order, tendons, prev = [start], [], None
+        while True:
+            nxt = [(nb, tn) for nb, tn in adj[order[-1]] if nb != prev]
+            if not nxt:
+                break
+            prev = order[-1]
+            order.append(nxt[0][0])
+            tendons.append(nxt[0][1])
+        ents = [scene.entity(n) for n in order]
+        kinds = [e.type for e in ents]
+        if len(ents) == 1:
+            fam = {"HangingMass": "constant_force", "TableBlock": "constant_force",
+                   "InclineBlock": "incline"}[kinds[0]]  # fmt: skip
+        elif kinds == ["HangingMass", "HangingMass"]:
+            fam = "atwood"
+        elif len(ents) == 2 and "HangingMass" in kinds and "TableBlock" in kinds:
+            fam = "table_pulley"
+        elif len(ents) == 2 and "HangingMass" in kinds and "InclineBlock" in kinds:
+            fam = "incline_pulley"
+        else:
+            fam = "string_chain"
+        done.update(order)
+        out.append(Component(fam, ents, tendons))
+    return out
+
+
+@dataclass
+class StringBody:
+    """One body of a string chain: its +s direction, driving force G and normal force N."""
+
+    entity: Entity
+    direction: np.ndarray
+    drive: float
+    normal: float
+    mass: float
+    mu_k: float
+    mu_s: float
+
+
+def chain_bodies(ents: list[Entity]) -> list[StringBody]:
+    """Direction of motion for increasing string coordinate s, for each chain body in order.
+
+    +s moves the string from the first body toward the last: the first body is pulled toward
+    the second, the last one moves away from its neighbour. A lone hanging mass falls, a lone
+    incline block slides down.
+    """
+    k = len(ents)
+    out = []
+    for i, e in enumerate(ents):
+        m = e.param("mass")
+        if e.type == "HangingMass":
+            up = i == 0 and k > 1
+            d = np.array([0.0, 0.0, 1.0 if up else -1.0])
+            out.append(StringBody(e, d, -m * G if up else m * G, 0.0, m, 0.0, 0.0))
+        elif e.type == "TableBlock":
+            out.append(StringBody(e, np.array([1.0, 0.0, 0.0]), 0.0, m * G, m,
+                                  e.param("mu_k"), e.param("mu_s")))  # fmt: skip
+        else:  # InclineBlock: up the slope unless it is the last body of the chain
+            th = math.radians(e.param("angle"))
+            upslope = np.array([math.cos(th), 0.0, math.sin(th)])
+            down = i == k - 1
+            out.append(StringBody(e, -upslope if down else upslope,
+                                  m * G * math.sin(th) * (1 if down else -1),
+                                  m * G * math.cos(th), m, e.param("mu_k"), e.param("mu_s")))  # fmt: skip
+    return out
+
+
+def solve_string_chain(bodies: list[StringBody]) -> tuple[float, list[float], list[float]]:
+    """Acceleration along s, friction per body and tension per string segment.
+
+    Newton's second law for a 1-DOF chain with Coulomb friction: static if the net drive
+    ``|sum G_i| <= sum mu_s N_i``; else ``a = sign(D)(|D| - sum mu_k N_i) / sum m_i``. Tensions
+    follow from each body's balance ``m_i a = G_i + f_i + T_i - T_{i-1}``.
+    """
+    D = sum(b.drive for b in bodies)
+    M = sum(b.mass for b in bodies)
+    fs = sum(b.mu_s * b.normal for b in bodies)
+    fk = sum(b.mu_k * b.normal for b in bodies)
+    if abs(D) <= fs + 1e-12:
+        a = 0.0
+        fric = [-D * b.mu_s * b.normal / fs if fs > 0 else 0.0 for b in bodies]
+    else:
+        sign = 1.0 if D > 0 else -1.0
+        a = sign * (abs(D) - fk) / M
+        fric = [-sign * b.mu_k * b.normal for b in bodies]
+    tensions, prev = [], 0.0
+    for b, f in zip(bodies[:-1], fric[:-1], strict=True):
+        prev = b.mass * a - b.drive - f + prev
+        tensions.append(prev)
+    return a, fric, tensions
+
+
+def _kinematics(m: float, pos: np.ndarray, vel: np.ndarray, acc: np.ndarray,
+                z0: float, pe: np.ndarray | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    ke = 0.5 * m * np.sum(vel * vel, axis=1, keepdims=True)
+    if pe is None:
+        pe = m * G * (pos[:, 2:3] - z0)
+    return {"position": pos, "velocity": vel, "acceleration": acc, "momentum": m * vel,
+            "net_force": m * acc, "kinetic_energy": ke, "potential_energy_change": pe}  # fmt: skip
+
+
+def _pos0(e: Entity) -> np.ndarray:
+    return np.asarray(e.position, dtype=float)
+
+
+class AnalyticEngine:
+    """Closed-form / RK4 numpy engine for the CPU families (the default engine).
+
+    Families: ``constant_force``, ``incline`` (angle, mu), ``atwood``, ``table_pulley``,
+    ``incline_pulley``, ``string_chain``, ``projectile`` (restitution bounces), ``collision1d``
+    (restitution e), ``spring_mass`` and ``pendulum`` (RK4 at ``dt``).
+    """
+
+    name = "analytic"
+    families = ANALYTIC_FAMILIES
+
+    def __init__(self, record_every: int = 1) -> None:
+        if not isinstance(record_every, int) or record_every < 1:
+            raise ConfigError(f"record_every={record_every!r}: must be a positive int")
+        self.record_every = record_every
+
+    def simulate(self, scene: Scene, dt: float = 1e-3, duration: float = 2.0) -> Recording:
+        _check_times(dt, duration)
+        comps = components(scene)
+        n = round(duration / dt)
+        t = np.arange(0, n + 1, self.record_every) * dt
+        rec = Recording(time=t, bodies={}, strings={})
+        for c in comps:
+            for e in c.entities:
+                rec.families[e.name] = c.family
+            is_string = ENTITY_TYPES[c.entities[0].type].family == "string"
+            getattr(self, "_string" if is_string else f"_{c.family}")(c, t, dt, rec)
+        return rec.check_finite()
+
+    # -- families -------------------------------------------------------------------------
+    def _string(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
+        bodies = chain_bodies(c.entities)
+        a, _, tensions = solve_string_chain(bodies)
+        s = 0.5 * a * t * t
+        v = a * t
+        for b in bodies:
+            p0 = _pos0(b.entity)
+            u = b.direction
+            pos = p0 + s[:, None] * u
+            vel = v[:, None] * u
+            acc = np.broadcast_to(a * u, pos.shape).copy()
+            rec.bodies[f"{b.entity.name}.{ENTITY_TYPES[b.entity.type].bodies[0]}"] = _kinematics(
+                b.mass, pos, vel, acc, p0[2]
+            )
+        for name, tens in zip(c.tendons, tensions, strict=True):
+            rec.strings[name] = {"tension": np.full((len(t), 1), abs(tens))}
+
+    def _constant_force(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
+        e = c.entities[0]
+        m, f = e.param("mass"), e.param("force")
+        a = f / m
+        u = np.array([1.0, 0.0, 0.0])
+        p0 = _pos0(e)
+        pos = p0 + (0.5 * a * t * t)[:, None] * u
+        vel = (a * t)[:, None] * u
+        acc = np.broadcast_to(a * u, pos.shape).copy()
+        rec.bodies[f"{e.name}.block"] = _kinematics(m, pos, vel, acc, p0[2])
+
+    def _projectile(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
+        e = c.entities[0]
+        m, h, v0 = e.param("mass"), e.param("height"), e.param("speed")
+        ang, rest = math.radians(e.param("angle")), e.param("restitution")
+        p0 = _pos0(e)
+        vx = v0 * math.cos(ang)
+        pos = np.zeros((len(t), 3))
+        vel = np.zeros((len(t), 3))
+        acc = np.zeros((len(t), 3))
+        pos[:, 0] = p0[0] + vx * t
+        pos[:, 1] = p0[1]
+        vel[:, 0] = vx
+        # Flight segments between bounces (vertical motion only; horizontal is uniform).
+        t0, z, vz = 0.0, h, v0 * math.sin(ang)
+        end = float(t[-1])
+        for _ in range(100_000):
+            if z <= 0.0 and vz <= 1e-9:
+                # On the ground: resting contact from t0 on.
+                mask = t >= t0
+                pos[mask, 2] = p0[2]
+                break
+            tau = (vz + math.sqrt(vz * vz + 2 * G * max(z, 0.0))) / G
+            mask = (t >= t0) & (t < t0 + tau)
+            dtt = t[mask] - t0
+            pos[mask, 2] = p0[2] + z + vz * dtt - 0.5 * G * dtt * dtt
+            vel[mask, 2] = vz - G * dtt
+            acc[mask, 2] = -G
+            t0 += tau
+            if t0 > end:
+                break
+            vz = rest * (G * tau - vz)  # impact speed times e
+            z = 0.0
+            if vz < 1e-6:
+                vz = 0.0
+        rec.bodies[f"{e.name}.ball"] = _kinematics(m, pos, vel, acc, p0[2] + h)
+
+    def _collision1d(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
+        e = c.entities[0]
+        m1, m2 = e.param("mass_1"), e.param("mass_2")
+        v1, v2 = e.param("velocity_1"), e.param("velocity_2")
+        gap, r = e.param("gap"), e.param("restitution")
+        p0 = _pos0(e)
+        tc = gap / (v1 - v2) if v1 > v2 else float(t[-1]) + 1.0  # no collision in the run
+        w1 = (m1 * v1 + m2 * v2 - m2 * r * (v1 - v2)) / (m1 + m2)
+        w2 = (m1 * v1 + m2 * v2 + m1 * r * (v1 - v2)) / (m1 + m2)
+        after = t >= tc
+        x1 = np.where(after, v1 * tc + w1 * (t - tc), v1 * t)
+        x2 = np.where(after, gap + v2 * tc + w2 * (t - tc), gap + v2 * t)
+        for name, m, x, v, w in (("block_1", m1, x1, v1, w1), ("block_2", m2, x2, v2, w2)):
+            pos = np.tile(p0, (len(t), 1))
+            pos[:, 0] += x
+            vel = np.zeros_like(pos)
+            vel[:, 0] = np.where(after, w, v)
+            rec.bodies[f"{e.name}.{name}"] = _kinematics(m, pos, vel, np.zeros_like(pos), p0[2])
+
+    def _spring_mass(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
+        e = c.entities[0]
+        m, k, amp = e.param("mass"), e.param("stiffness"), e.param("amplitude")
+        w = math.sqrt(k / m)
+        p0 = _pos0(e)
+        x = amp * np.cos(w * t)
+        pos = np.tile(p0, (len(t), 1))
+        pos[:, 0] += x
+        vel = np.zeros_like(pos)
+        vel[:, 0] = -amp * w * np.sin(w * t)
+        acc = np.zeros_like(pos)
+        acc[:, 0] = -w * w * x
+        pe = (0.5 * k * (x * x - amp * amp))[:, None]
+        rec.bodies[f"{e.name}.block"] = _kinematics(m, pos, vel, acc, p0[2], pe)
+
+    def _pendulum(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
+        e = c.entities[0]
+        m, L = e.param("mass"), e.param("length")
+        th, om = math.radians(e.param("angle")), 0.0
+        k = G / L
+        n = round(t[-1] / dt) if len(t) > 1 else 0
+        every = self.record_every
+        ths = np.empty(len(t))
+        oms = np.empty(len(t))
+        sin = math.sin
+        j = 0
+        for i in range(n + 1):
+            if i % every == 0:
+                ths[j], oms[j] = th, om
+                j += 1
+            if i == n:
+                break
+            # Classical RK4 on (theta, omega), theta'' = -(g/L) sin(theta).
+            a1 = -k * sin(th)
+            a2 = -k * sin(th + 0.5 * dt * om)
+            a3 = -k * sin(th + 0.5 * dt * (om + 0.5 * dt * a1))
+            a4 = -k * sin(th + dt * (om + 0.5 * dt * a2))
+            th, om = (
+                th + dt * (om + dt * (a1 + a2 + a3) / 6.0),
+                om + dt * (a1 + 2 * a2 + 2 * a3 + a4) / 6.0,
+            )
+        alpha = -k * np.sin(ths)
+        pivot = _pos0(e) + np.array([0.0, 0.0, L])
+        s, co = np.sin(ths), np.cos(ths)
+        pos = pivot + L * np.stack([s, np.zeros_like(s), -co], axis=1)
+        tang = np.stack([co, np.zeros_like(s), s], axis=1)
+        radial_in = np.stack([-s, np.zeros_like(s), co], axis=1)
+        vel = (L * oms)[:, None] * tang
+        acc = (L * alpha)[:, None] * tang + (L * oms * oms)[:, None] * radial_in
+        z0 = pivot[2] - L * math.cos(math.radians(e.param("angle")))
+        body = _kinematics(m, pos, vel, acc, z0)
+        body["angular_velocity"] = np.stack([np.zeros_like(s), -oms, np.zeros_like(s)], axis=1)
+        body["angular_acceleration"] = np.stack(
+            [np.zeros_like(s), -alpha, np.zeros_like(s)], axis=1
+        )
+        rec.bodies[f"{e.name}.bob"] = body
+        rec.strings[f"{e.name}.rod"] = {"tension": (m * G * co + m * L * oms * oms)[:, None]}
+
+
+def get_engine(name: str = "analytic", **kwargs: Any) -> Engine:
+    """``"analytic"`` (default) or ``"mujoco"`` (needs the ``mujoco`` extra)."""
+    if name == "analytic":
+        return AnalyticEngine(**kwargs)
+    if name == "mujoco":
+        from sim2reason.mujoco_engine import MuJoCoEngine
+
+        return MuJoCoEngine(**kwargs)
+    raise ConfigError(f"engine={name!r}: use 'analytic' or 'mujoco'")

@@ -1,0 +1,150 @@
+"""Analytic engine against closed forms, and MuJoCo parity (spec tests 1, 2)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sim2reason.dsl import Entity, Scene, Tendon, TendonEnd
+from sim2reason.engines import AnalyticEngine, G, components
+
+A = AnalyticEngine()
+
+
+def _one(etype: str, **params: float) -> Scene:
+    return Scene("s", [Entity("e", etype, (0.0, 0.0, 0.0), params)])
+
+
+def _pair(t1: str, p1: dict, t2: str, p2: dict) -> Scene:
+    return Scene("s", [Entity("a", t1, (0.0, 0.0, 0.0), p1), Entity("b", t2, (0.0, 10.0, 0.0), p2)],
+                 [Tendon([TendonEnd("a"), TendonEnd("b")])])  # fmt: skip
+
+
+def test_projectile_closed_form():
+    s = _one("ThrowingMotionEntity", mass=1.0, height=50.0, speed=8.0, angle=40.0)
+    r = A.simulate(s)
+    vx, vz = 8 * math.cos(math.radians(40)), 8 * math.sin(math.radians(40))
+    for t in (0.5, 1.0, 1.5):
+        x, z = vx * t, 50 + vz * t - 0.5 * G * t * t
+        pos = r.series("e.ball.position")[r.index(t)]
+        vel = r.series("e.ball.velocity")[r.index(t)]
+        assert pos[0] == pytest.approx(x, rel=1e-6) and pos[2] == pytest.approx(z, rel=1e-6)
+        assert vel[2] == pytest.approx(vz - G * t, rel=1e-6)
+        assert r.value("e.ball.velocity", t) == pytest.approx(math.hypot(vx, vz - G * t), rel=1e-6)
+
+
+def test_projectile_bounce_restitution():
+    s = _one("ThrowingMotionEntity", mass=1.0, height=1.0, speed=0.0, angle=0.0, restitution=0.5)
+    r = A.simulate(s)
+    t_hit = math.sqrt(2 / G)
+    v_hit = G * t_hit
+    i = r.index(t_hit + 0.05)
+    expected = 0.5 * v_hit - G * (r.time[i] - t_hit)
+    assert r.series("e.ball.velocity")[i][2] == pytest.approx(expected, rel=1e-6)
+
+
+def test_incline_frictionless_and_friction():
+    r = A.simulate(_one("InclineBlock", mass=2.0, angle=30.0))
+    assert r.value("e.block.acceleration", 1.0) == pytest.approx(G * 0.5, rel=1e-9)
+    th = math.radians(40)
+    r = A.simulate(_one("InclineBlock", mass=2.0, angle=40.0, mu_k=0.3, mu_s=0.35))
+    assert r.value("e.block.acceleration", 1.0) == pytest.approx(
+        G * (math.sin(th) - 0.3 * math.cos(th)), rel=1e-9
+    )
+    # tan(20 deg) = 0.36 <= mu_s: no motion.
+    r = A.simulate(_one("InclineBlock", mass=2.0, angle=20.0, mu_k=0.3, mu_s=0.4))
+    assert r.value("e.block.velocity", 2.0) == 0.0
+    assert r.value("e.block.displacement", 2.0) == 0.0
+
+
+def test_atwood_acceleration_and_tension():
+    r = A.simulate(_pair("HangingMass", {"mass": 3.0}, "HangingMass", {"mass": 1.0}))
+    assert (
+        components(_pair("HangingMass", {"mass": 3.0}, "HangingMass", {"mass": 1.0}))[0].family
+        == "atwood"
+    )
+    assert r.value("a.mass.acceleration", 1.0) == pytest.approx(G * 2 / 4, rel=1e-12)
+    assert r.value("string_0.tension", 1.0) == pytest.approx(2 * 3 * 1 * G / 4, rel=1e-12)
+    assert r.value("string_0.tension", 1.0) == pytest.approx(14.715, rel=1e-12)
+    # The heavier mass goes down.
+    assert r.series("a.mass.velocity")[-1][2] < 0 < r.series("b.mass.velocity")[-1][2]
+
+
+def test_table_pulley_friction():
+    r = A.simulate(_pair("TableBlock", {"mass": 2.0, "mu_k": 0.2}, "HangingMass", {"mass": 1.0}))
+    a = (1.0 - 0.2 * 2.0) * G / 3.0
+    assert r.value("a.block.acceleration", 1.5) == pytest.approx(a, rel=1e-12)
+    assert r.value("string_0.tension", 1.5) == pytest.approx(1.0 * (G - a), rel=1e-12)
+
+
+def test_collision_momentum_and_energy():
+    m1, m2, v1, v2, e = 2.0, 3.0, 4.0, -1.0, 0.6
+    r = A.simulate(_one("CollisionPair", mass_1=m1, mass_2=m2, velocity_1=v1, velocity_2=v2,
+                        gap=1.0, restitution=e))  # fmt: skip
+    p0 = m1 * v1 + m2 * v2
+    w1 = r.series("e.block_1.velocity")[-1][0]
+    w2 = r.series("e.block_2.velocity")[-1][0]
+    assert m1 * w1 + m2 * w2 == pytest.approx(p0, rel=1e-9)
+    vc = p0 / (m1 + m2)
+    ke_before = 0.5 * m1 * (v1 - vc) ** 2 + 0.5 * m2 * (v2 - vc) ** 2
+    ke_after = 0.5 * m1 * (w1 - vc) ** 2 + 0.5 * m2 * (w2 - vc) ** 2
+    assert ke_after / ke_before == pytest.approx(e * e, rel=1e-9)
+
+
+def test_spring_period():
+    m, k = 0.8, 20.0
+    r = A.simulate(_one("SpringBlockEntity", mass=m, stiffness=k, amplitude=0.3), duration=4.0)
+    x = r.series("e.block.position")[:, 0]
+    # Period from successive upward zero crossings (linear interpolation).
+    idx = np.flatnonzero((x[:-1] < 0) & (x[1:] >= 0))
+    tc = r.time[idx] - x[idx] * (r.time[idx + 1] - r.time[idx]) / (x[idx + 1] - x[idx])
+    assert np.diff(tc).mean() == pytest.approx(2 * math.pi * math.sqrt(m / k), rel=1e-3)
+
+
+def test_pendulum_rk4_small_angle_period_and_energy():
+    L = 1.0
+    r = A.simulate(_one("PendulumEntity", mass=1.0, length=L, angle=5.0), duration=4.0)
+    ke = r.series("e.bob.kinetic_energy")[:, 0]
+    pe = r.series("e.bob.potential_energy_change")[:, 0]
+    assert np.max(np.abs(ke + pe)) < 1e-9  # RK4 conserves energy to this level at dt 1e-3
+    th = np.arcsin(r.series("e.bob.position")[:, 0] / L)
+    idx = np.flatnonzero((th[:-1] < 0) & (th[1:] >= 0))
+    period = np.diff(r.time[idx]).mean()
+    assert period == pytest.approx(2 * math.pi * math.sqrt(L / G), rel=2e-3)
+
+
+# -- MuJoCo parity -----------------------------------------------------------------------------
+PARITY_SCENES = {
+    "constant_force": _one("DirectedMass", mass=2.0, force=5.0),
+    "incline": _one("InclineBlock", mass=2.0, angle=35.0, mu_k=0.2, mu_s=0.25),
+    "atwood": _pair("HangingMass", {"mass": 3.0}, "HangingMass", {"mass": 1.0}),
+    "table_pulley": _pair("TableBlock", {"mass": 2.0, "mu_k": 0.2}, "HangingMass", {"mass": 1.0}),
+    "incline_pulley": _pair("InclineBlock", {"mass": 2.0, "angle": 30.0, "mu_k": 0.1},
+                            "HangingMass", {"mass": 2.0}),
+    "projectile": _one("ThrowingMotionEntity", mass=1.0, height=2.0, speed=4.0, angle=45.0,
+                       restitution=0.7),
+    "collision1d": _one("CollisionPair", mass_1=2.0, mass_2=1.0, velocity_1=3.0, velocity_2=-1.0,
+                        gap=1.3, restitution=0.5),
+    "spring_mass": _one("SpringBlockEntity", mass=0.5, stiffness=30.0, amplitude=0.2),
+    "pendulum": _one("PendulumEntity", mass=1.0, length=0.8, angle=60.0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("family", sorted(PARITY_SCENES))
+def test_mujoco_parity(family):
+    """MuJoCo (RK4, dt 1e-3) and the analytic engine agree to rel 1e-3 on every attribute."""
+    pytest.importorskip("mujoco")
+    from sim2reason.mujoco_engine import MuJoCoEngine
+
+    scene = PARITY_SCENES[family]
+    ra, rm = A.simulate(scene), MuJoCoEngine().simulate(scene)
+    assert set(ra.families.values()) == {family}
+    assert set(ra.attributes()) == set(rm.attributes())
+    for attr in ra.attributes():
+        for t in (0.5, 1.0, 1.37, 2.0):
+            a, m = ra.value(attr, t), rm.value(attr, t)
+            assert m == pytest.approx(a, rel=1e-3, abs=1e-6), (attr, t)
+    if family == "atwood":
+        # The joint-equality constraint force is the string tension 2 m1 m2 g / (m1 + m2).
+        assert rm.value("string_0.tension", 1.0) == pytest.approx(14.715, rel=1e-3)
