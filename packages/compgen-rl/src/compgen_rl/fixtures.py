@@ -35,14 +35,14 @@ FIXTURES = [
     Fixture(
         name="compgen-rl-sft",
         build="compgen_rl.fixtures:build_sft_model",
-        cold_seconds=880.0,
+        cold_seconds=363.0,
         entries=("compgen-rl-sft",),
         description="2x128 Llama SFT (1,000 x 64) on the routing-context split; gate seen >= 0.5, unseen <= 0.9",
     ),
     Fixture(
         name="compgen-rl-sft-rl",
         build="compgen_rl.fixtures:build_rl_arm",
-        cold_seconds=150.0,
+        cold_seconds=86.0,
         requires=("compgen-rl-sft",),
         entries=("compgen-rl-sft-rl",),
         description="SFT -> prefilter (1,000 x 8) -> GRPO 60 x (8 x 8), lr 2e-5: the D1 claim arm",
@@ -50,7 +50,7 @@ FIXTURES = [
     Fixture(
         name="compgen-rl-demo",
         build="compgen_rl.fixtures:build_demo_model",
-        cold_seconds=30.0,
+        cold_seconds=21.0,
         entries=("compgen-rl-demo",),
         description="demo-size 2x64 Llama, 150 SFT steps",
     ),
