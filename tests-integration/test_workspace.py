@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def test_package_imports_and_cli_helps(pkg: Path) -> None:
 
     module = importlib.import_module(pkg.name.replace("-", "_"))
     assert module.__version__ == _project(pkg)["version"]
-    exe = shutil.which(pkg.name)
+    # The interpreter's own scripts folder first: pytest run as `.venv/bin/python -m pytest`
+    # without the venv on PATH must still find the venv's console scripts.
+    exe = shutil.which(pkg.name, path=str(Path(sys.executable).parent)) or shutil.which(pkg.name)
     assert exe, f"console script {pkg.name!r} is not installed"
     out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
