@@ -13,13 +13,14 @@ Default tier (the plumbing, exact): a NaRA-wrapped teacher at initialisation dec
 the teacher under both decoders (NaRA's update is zero at init whatever lambda it reads; the
 test fails if lambda cannot be resolved inside d3llm's decoders or if the wrapper changes the
 forward). Extended tier (report only): NaRA's exact match and TPF against LoRA's at both
-decoders, one seed, 400 steps (batch 32, AdamW 3e-3). Measured 2026-12-01 (128 prompts): LoRA
-0.961 vanilla / 0.891 multi-block (TPF 2.64), NaRA 0.844 / 0.742 (TPF 2.59), teacher 0.000 on
-the new rule: NaRA is 0.12 / 0.15 below LoRA, so no gain is asserted (a static rule change gives
-the noise-conditioned core nothing to exploit; a 200-step prototype was under-trained for both:
-LoRA 0.625 / 0.406, NaRA 0.359 / 0.313). Asserted there: training lowered each adapter's loss
-and lifted its vanilla exact match above the teacher's, and multi-block decoding kept a higher
-TPF than vanilla.
+decoders, one seed, 400 steps (batch 32, AdamW 3e-3). Measured 2026-12-01 (128 prompts) on the
+d3llm 0.1.1 teacher (1,000 steps, vanilla exact match 0.89; multi-block over one 12-position
+block, threshold 0.5): LoRA 0.391 vanilla / 0.406 multi-block (TPF 2.32), NaRA 0.359 / 0.359
+(TPF 2.30), teacher 0.000 on the new rule: NaRA is 0.03 / 0.05 below LoRA, so no gain is
+asserted (a static rule change gives the noise-conditioned core nothing to exploit). On the
+0.1.0 teacher (1,200 steps, exact match 1.00, blocks of 4) LoRA reached 0.961 / 0.891 and NaRA
+0.844 / 0.742. Asserted there: training lowered each adapter's loss and lifted its vanilla exact
+match above the teacher's, and multi-block decoding kept a higher TPF than vanilla.
 """
 
 from __future__ import annotations

@@ -60,3 +60,45 @@ def test_make_tiny_then_generate_and_eval(tmp_path, capsys):
                  "0.5,1.0", "--out", str(pts), "--name", "tiny", *args]) == 0  # fmt: skip
     data = read_points(pts)
     assert len(data["parity"]["tiny"]) == 2
+
+
+def test_make_tiny_task_choices_are_the_known_tasks():
+    from d3llm.cli import build_parser
+    from d3llm.task import TASKS
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    task_arg = next(a for a in sub.choices["make-tiny"]._actions if a.dest == "task")
+    assert sorted(task_arg.choices) == sorted(TASKS) == ["parity", "sort"]
+
+
+@pytest.mark.slow
+def test_sort_task_extract_then_distill_from_data(tmp_path, capsys):
+    """make-tiny --task sort writes sorted-digit answers; trajectories extracted from its data
+    train a student with ``distill --data`` (targets looked up by idx), and a data folder that
+    lacks a trajectory's idx is refused."""
+    from d3llm.cli import main
+
+    from llmcore.data import read_jsonl, write_jsonl
+
+    out = tmp_path / "tiny"
+    assert main(["make-tiny", "--task", "sort", "--out", str(out), "--n-train", "20",
+                 "--n-eval", "4", "--hidden", "32", "--layers", "1"]) == 0  # fmt: skip
+    rows = read_jsonl(out / "data" / "train.jsonl")
+    digits = rows[0]["question"].rstrip("=").split(",")
+    assert rows[0]["gt_answer"] == "".join(sorted(digits))
+    traj = tmp_path / "traj"
+    assert main(["extract-trajectories", "--teacher", str(out / "model"), "--data",
+                 str(out / "data"), "--limit", "4", "--max-attempts", "1",
+                 "--out", str(traj)]) == 0  # fmt: skip
+    capsys.readouterr()
+    student = tmp_path / "student"
+    args = ["distill", "--student-init", str(out / "model"), "--traj", str(traj), "--max-steps",
+            "2", "--batch-size", "2", "--block-sizes", "4,8"]  # fmt: skip
+    assert main([*args, "--data", str(out / "data"), "--out", str(student)]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["steps"] == 2
+    assert (student / "model.safetensors").is_file()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    write_jsonl(bad / "train.jsonl", [{"idx": 99, "question": "1,2=", "gt_answer": "12"}])
+    assert main([*args, "--data", str(bad), "--out", str(tmp_path / "s2")]) == 2
+    assert "idx=0" in capsys.readouterr().err

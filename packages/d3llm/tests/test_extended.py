@@ -9,7 +9,7 @@ import pytest
 
 pytestmark = [pytest.mark.extended, pytest.mark.slow]
 
-MB = {"block_add_threshold": 0.1, "decoded_token_threshold": 0.95, "threshold": 0.5}
+MB = {"block_add_threshold": 0.1, "decoded_token_threshold": 0.95}
 
 
 @pytest.fixture(scope="module")
@@ -26,13 +26,17 @@ def _student_row(t_entry, traj_entry, name, **changes):
     spec = StudentSpec(**changes)
     entry = build_student(t_entry, traj_entry, spec, name=f"d3llm-student-{name}")
     m, tok = load_mdlm_entry(entry)
-    r = evaluate(m, tok, "multiblock", **MB)
-    return {"run": name, "accuracy": r["accuracy"], "tpf": round(r["tpf"], 3)}
+    row = {"run": name}
+    for thr in (0.1, 0.5):
+        r = evaluate(m, tok, "multiblock", threshold=thr, **MB)
+        row[f"acc@{thr}"], row[f"tpf@{thr}"] = r["accuracy"], round(r["tpf"], 3)
+    return row
 
 
 def test_ablations_reported(base):
     """Trajectory masks vs random masks, without the complementary loss, without the entropy
-    loss (printed; the README lists the measured values)."""
+    loss, a second seed; multi-block at thresholds 0.1 and 0.5 (at 0.5 the fixture student is
+    already at one forward per answer). Printed; the README lists the measured values."""
     t, traj = base
     rows = [
         _student_row(t, traj, "trajectory"),
@@ -42,7 +46,7 @@ def test_ablations_reported(base):
         _student_row(t, traj, "seed1", seed=1),
     ]
     print(json.dumps(rows, indent=1))
-    assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
+    assert all(0.0 <= r["acc@0.5"] <= 1.0 for r in rows)
 
 
 def test_ar_baseline():

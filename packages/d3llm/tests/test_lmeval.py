@@ -21,7 +21,7 @@ def test_lm_eval_task_matches_python_decode(tmp_path):
     prompts, and the model reports its TPF and NFE."""
     import lm_eval
     from d3llm.lm_eval_model import D3LLMEvalLM
-    from d3llm.tiny import BLOCK, DEMO_TASK, eval_inputs, evaluate, load_mdlm_entry, setup
+    from d3llm.tiny import DEMO_BLOCK, DEMO_TASK, eval_inputs, evaluate, load_mdlm_entry, setup
     from lm_eval.tasks import TaskManager
 
     from llmcore import lmeval
@@ -41,7 +41,7 @@ def test_lm_eval_task_matches_python_decode(tmp_path):
     entry = setup("demo")["teacher"]
     lm = D3LLMEvalLM(
         pretrained=str(entry.path), method="multiblock", gen_length=task.gen_length,
-        block_size=BLOCK, threshold=0.5,
+        block_size=DEMO_BLOCK, threshold=0.5,
     )  # fmt: skip
     out = lm_eval.simple_evaluate(
         model=lm,

@@ -56,11 +56,11 @@ def _prompt_ids(tok: Any, text: str) -> list[int]:
 
 def cmd_make_tiny(args: argparse.Namespace) -> int:
     from d3llm.model import build_tiny_mdlm
-    from d3llm.task import ParityTask
+    from d3llm.task import make_task
     from llmcore import zoo
     from llmcore.data import write_jsonl
 
-    task = ParityTask(args.n_digits, args.gen_length)
+    task = make_task(args.task, args.n_digits, args.gen_length)
     out = Path(args.out)
     (out / "data").mkdir(parents=True, exist_ok=True)
     xs = task.inputs(args.n_train, seed=args.seed)
@@ -74,7 +74,7 @@ def cmd_make_tiny(args: argparse.Namespace) -> int:
     m.model.config.mask_token_id = tok.mask_token_id
     m.model.save_pretrained(out / "model", safe_serialization=True)
     tok.save_pretrained(out / "model")
-    print(json.dumps({"model": str(out / "model"), "data": str(out / "data"),
+    print(json.dumps({"task": args.task, "model": str(out / "model"), "data": str(out / "data"),
                       "n_train": len(xs), "n_eval": len(held)}))  # fmt: skip
     return 0
 
@@ -112,6 +112,33 @@ def cmd_extract(args: argparse.Namespace) -> int:
     return 0
 
 
+def _distill_examples(tok: Any, traj: Any, data: str | None) -> list[dict]:
+    """Training examples: each trajectory's prompt and ground-truth answer, or with ``data`` the
+    question and answer (``response`` or ``gt_answer``) of the ``train.jsonl`` row whose ``idx``
+    (default: its line number) matches the trajectory's ``idx``."""
+    from d3llm.errors import D3LLMConfigError
+
+    if data is None:
+        return [
+            {"idx": r["idx"], "prompt_ids": r["prompt_ids"],
+             "response_ids": tok(r["gt_answer"], add_special_tokens=False)["input_ids"]}
+            for r in traj
+        ]  # fmt: skip
+    rows = {int(r.get("idx", i)): r for i, r in enumerate(_read_jsonl(Path(data) / "train.jsonl"))}
+    out = []
+    for r in traj:
+        row = rows.get(int(r["idx"]))
+        if row is None:
+            raise D3LLMConfigError(
+                f"trajectory idx={r['idx']} has no row in {data}/train.jsonl; pass the --data "
+                "folder the trajectories were extracted from"
+            )
+        answer = str(row.get("response", row.get("gt_answer", "")))
+        out.append({"idx": r["idx"], "prompt_ids": _prompt_ids(tok, row["question"]),
+                    "response_ids": tok(answer, add_special_tokens=False)["input_ids"]})  # fmt: skip
+    return out
+
+
 def cmd_distill(args: argparse.Namespace) -> int:
     import datasets
 
@@ -119,11 +146,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
 
     m, tok = _load(args.student_init)
     traj = datasets.load_from_disk(args.traj)
-    examples = [
-        {"idx": r["idx"], "prompt_ids": r["prompt_ids"],
-         "response_ids": tok(r["gt_answer"], add_special_tokens=False)["input_ids"]}
-        for r in traj
-    ]  # fmt: skip
+    examples = _distill_examples(tok, traj, args.data)
     gen_len = len(traj[0]["unmask_step"])
     cfg = D3LLMDistillConfig(
         max_length=len(examples[0]["prompt_ids"]) + gen_len,
@@ -228,11 +251,15 @@ def _decode_args(p: argparse.ArgumentParser, method_default: str = "multiblock")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from d3llm.task import TASKS
+
     ap = argparse.ArgumentParser(prog="d3llm", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("make-tiny", help="char tokenizer, parity task data, untrained tiny MDLM")
     p.add_argument("--out", required=True)
+    p.add_argument("--task", choices=sorted(TASKS), default="parity",
+                   help="copy + running parity (calibrated) or sorted digits")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-digits", type=int, default=4)
     p.add_argument("--gen-length", type=int, default=12)
@@ -266,6 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("distill", help="pseudo-trajectory distillation")
     p.add_argument("--student-init", required=True)
     p.add_argument("--traj", required=True)
+    p.add_argument("--data", default=None,
+                   help="folder with train.jsonl: targets (response or gt_answer) by idx; "
+                   "default: the trajectories' gt_answer")  # fmt: skip
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--max-steps", type=int, default=-1)
     p.add_argument("--block-sizes", default="4,6,8")

@@ -52,15 +52,15 @@ FIXTURES = [
     Fixture(
         name="d3llm-teacher",
         build="d3llm.fixtures:build_teacher",
-        cold_seconds=202.0,
+        cold_seconds=114.0,
         entries=("d3llm-teacher",),
-        description="masked-diffusion Llama 4 x 64, 1,200 steps on 4-digit copy + running parity "
+        description="masked-diffusion Llama 4 x 64, 1,000 steps on 4-digit copy + running parity "
         "(vanilla accuracy >= 0.85 gate)",
     ),
     Fixture(
         name="d3llm-trajectories",
         build="d3llm.fixtures:build_trajectories",
-        cold_seconds=9.0,
+        cold_seconds=38.0,
         requires=("d3llm-teacher",),
         entries=("d3llm-trajectories",),
         description="teacher unmasking orders on 512 training prompts (retry ladder)",
@@ -68,22 +68,22 @@ FIXTURES = [
     Fixture(
         name="d3llm-student",
         build="d3llm.fixtures:build_student",
-        cold_seconds=9.0,
+        cold_seconds=51.0,
         requires=("d3llm-trajectories",),
         entries=("d3llm-student",),
-        description="teacher distilled on its pseudo-trajectories (3 epochs, blocks 4/6/8)",
+        description="teacher distilled on its pseudo-trajectories (6 epochs, blocks 4/8/12)",
     ),
     Fixture(
         name="d3llm-demo-teacher",
         build="d3llm.fixtures:build_demo_teacher",
-        cold_seconds=60.0,
+        cold_seconds=41.0,
         entries=("d3llm-demo-teacher",),
         description="masked-diffusion Llama 2 x 64, 200 steps on 3-digit copy + running parity",
     ),
     Fixture(
         name="d3llm-demo-student",
         build="d3llm.fixtures:build_demo_student",
-        cold_seconds=60.0,
+        cold_seconds=36.0,
         requires=("d3llm-demo-teacher",),
         entries=("d3llm-demo-student", "d3llm-trajectories"),
         description="demo teacher's trajectories (256 prompts) and its distilled student",

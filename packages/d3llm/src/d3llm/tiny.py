@@ -11,13 +11,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from d3llm.task import ParityTask
+from d3llm.task import DigitTask, ParityTask
 
 TASK = ParityTask(n_digits=4, gen_length=12)
-BLOCK = 4
-"""Multi-block block size of the fixture (12 generated positions = 3 blocks)."""
+BLOCK = 12
+"""Block size of the fixture's threshold and multi-block decoding: one block spanning the 12
+generated positions, so a decoder may commit the whole answer in one forward (with blocks of 4
+every decoder needs one forward per block, which caps TPF at 8 / 3 for every model alike)."""
+DEMO_BLOCK = 4
+"""Block size of the demo task's decoding (8 generated positions = 2 blocks)."""
 N_EVAL = 128
-TEACHER_STEPS = 1200
+TEACHER_STEPS = 1000
 TEACHER_HIDDEN = 64
 TEACHER_LAYERS = 4
 TEACHER_LR = 3e-3
@@ -40,7 +44,7 @@ def _model_spec(hidden: int = 128, layers: int = 4):
     )
 
 
-def eval_inputs(task: ParityTask = TASK, n: int = N_EVAL) -> list[str]:
+def eval_inputs(task: DigitTask = TASK, n: int = N_EVAL) -> list[str]:
     return task.eval_inputs(n)
 
 
@@ -49,7 +53,7 @@ def teacher_recipe(
     lr: float = TEACHER_LR,
     batch: int = TEACHER_BATCH,
     *,
-    task: ParityTask = TASK,
+    task: DigitTask = TASK,
     hidden: int = 128,
     layers: int = 4,
     name: str = "d3llm-teacher",
@@ -60,7 +64,7 @@ def teacher_recipe(
 
     train = [task.document(x) for x in task.inputs(steps * batch, seed=0)]
     held = [task.document(x) for x in task.eval_inputs(64, seed=777)]
-    corpus = zoo.Corpus("d3llm-parity", tuple(train), tuple(held))
+    corpus = zoo.Corpus(f"d3llm-{task.name}", tuple(train), tuple(held))
     return zoo.Recipe(
         name,
         corpus,
@@ -85,7 +89,7 @@ def build_teacher(
     lr: float = TEACHER_LR,
     batch: int = TEACHER_BATCH,
     *,
-    task: ParityTask = TASK,
+    task: DigitTask = TASK,
     hidden: int = TEACHER_HIDDEN,
     layers: int = TEACHER_LAYERS,
     gate: float = GATE,
@@ -120,14 +124,23 @@ def build_teacher(
     )
 
 
-def build_ar_baseline(steps: int = 600, lr: float = 3e-3, *, task: ParityTask = TASK):
+def build_ar_baseline(
+    steps: int = 600,
+    lr: float = 3e-3,
+    *,
+    task: DigitTask = TASK,
+    hidden: int = TEACHER_HIDDEN,
+    layers: int = TEACHER_LAYERS,
+    name: str = "d3llm-ar",
+):
     """The same architecture trained causally on the same corpus (answer-only loss)."""
     from llmcore import zoo
     from llmcore.zoo.train import completion_loss
 
     recipe = teacher_recipe(
-        steps, lr, TEACHER_BATCH, task=task, name="d3llm-ar", objective="causal"
-    )
+        steps, lr, TEACHER_BATCH, task=task, hidden=hidden, layers=layers, name=name,
+        objective="causal",
+    )  # fmt: skip
     tok = zoo.recipe_tokenizer(recipe)
     return zoo.build(
         recipe,
@@ -145,7 +158,7 @@ def load_mdlm_entry(entry: Any):
     return MaskedDiffusionLM(model.eval(), tok.mask_token_id, "none", tok.eos_token_id), tok
 
 
-def prompt_ids(tok: Any, task: ParityTask, x: str) -> list[int]:
+def prompt_ids(tok: Any, task: DigitTask, x: str) -> list[int]:
     return [tok.bos_token_id, *tok(task.prompt(x), add_special_tokens=False)["input_ids"]]
 
 
@@ -209,8 +222,8 @@ def load_trajectories(entry: Any):
 class StudentSpec:
     """Distillation recipe of the fixture student."""
 
-    epochs: int = 3
-    block_sizes: tuple[int, ...] = (4, 6, 8)
+    epochs: int = 6
+    block_sizes: tuple[int, ...] = (4, 8, 12)
     batch_size: int = 32
     lr: float = 1e-3
     entropy_weight: float = 2.0
@@ -220,7 +233,7 @@ class StudentSpec:
     extra: dict = field(default_factory=dict)
 
 
-def distill_examples(tok: Any, traj: Any, task: ParityTask = TASK) -> list[dict]:
+def distill_examples(tok: Any, traj: Any, task: DigitTask = TASK) -> list[dict]:
     """Training examples: the trajectory's prompt and the ground-truth response (pseudo)."""
     out = []
     for rec in traj:
@@ -273,7 +286,7 @@ def evaluate(
     tok: Any,
     method: str,
     *,
-    task: ParityTask = TASK,
+    task: DigitTask = TASK,
     inputs: list[str] | None = None,
     **kw: Any,
 ) -> dict[str, Any]:
@@ -281,7 +294,8 @@ def evaluate(
 
     ``method``: ``vanilla`` (one token per forward, one block), ``threshold`` (``mode``,
     ``threshold``, ``block_length``) or ``multiblock`` (keyword arguments of
-    :func:`~d3llm.decoding.decode_multiblock`)."""
+    :func:`~d3llm.decoding.decode_multiblock`). The block size defaults to :data:`BLOCK` when it
+    divides the task's generated positions (the fixture), else :data:`DEMO_BLOCK`."""
     import torch
 
     from d3llm.decoding import decode_multiblock, decode_threshold, decode_vanilla
@@ -290,6 +304,7 @@ def evaluate(
     xs = inputs if inputs is not None else eval_inputs(task)
     gold = [task.answer(x) for x in xs]
     L = task.gen_length
+    block = BLOCK if L % BLOCK == 0 else DEMO_BLOCK
     t0 = time.perf_counter()
     results = []
     if method == "vanilla":
@@ -299,10 +314,10 @@ def evaluate(
         for x in xs:
             ids = prompt_ids(tok, task, x)
             if method == "threshold":
-                results.append(decode_threshold(m, ids, L, kw.get("block_length", BLOCK),
+                results.append(decode_threshold(m, ids, L, kw.get("block_length", block),
                                                 kw.get("mode", "entropy"), kw.get("threshold", 0.5)))  # fmt: skip
             else:
-                kw2 = {"block_size": BLOCK, **kw}
+                kw2 = {"block_size": block, **kw}
                 results.append(decode_multiblock(m, ids, L, **kw2))
     else:
         raise D3LLMConfigError(f"method must be vanilla, threshold or multiblock, got {method!r}")
@@ -357,7 +372,7 @@ def setup(size: str = "fixture") -> dict[str, Any]:
         )  # fmt: skip
         traj = build_trajectories(teacher, TrajectorySpec(n_prompts=256), task=DEMO_TASK)
         student = build_student(
-            teacher, traj, StudentSpec(block_sizes=(2, 3, 4)), task=DEMO_TASK,
+            teacher, traj, StudentSpec(epochs=3, block_sizes=(2, 3, 4)), task=DEMO_TASK,
             name="d3llm-demo-student",
         )  # fmt: skip
         return {"task": DEMO_TASK, "teacher": teacher, "student": student,
