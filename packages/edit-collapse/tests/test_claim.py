@@ -13,8 +13,11 @@ problem = 0.005):
   AlphaEdit 0.950 / 0.950 / 0.940 (loses 1 point vs MEMIT's 2: margin one problem).
 - retrieval: reasoning 0.950 at every T (exact), but Rel 0.34 and Average 0.396 at T = 50
   (MEMIT 0.561): Rel >= 0.8 and "Average >= every parametric method" do NOT hold; not asserted.
-- MEMIT, layer 2: median R over the 5 % smallest-sigma directions 2.25 / 8.02 / 20.73;
+- MEMIT, layer 2: median R over the 5 % smallest-sigma directions 2.35 / 8.02 / 21.02;
   rho(sigma_k, R_k) = -0.993 at T = 50.
+Re-run 2026-12-02 after the evaluator scored each dimension in one batched call and the gate
+became one forward: the same reasoning, Rel/Gen/Port and Average values; MEMIT's Loc at T = 50
+0.865 (was 0.875) and its R values above moved in the third digit (batching changes float sums).
 """
 
 from __future__ import annotations

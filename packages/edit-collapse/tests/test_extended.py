@@ -1,5 +1,5 @@
-"""Extended tier (``nox -s extended``): seeds 1 and 2, T = 100 and ``all``, generate mode, and
-the spec-size 300 x 8 world. Report-only numbers go to the README."""
+"""Extended tier (``nox -s extended``): seeds 1 and 2, T = 100 and ``all``, generate mode.
+Report-only numbers go to the README."""
 
 from __future__ import annotations
 
@@ -21,14 +21,26 @@ def test_claim_directions_other_seeds(world_entry, seed):
     assert all(r["reasoning"] == r["reasoning_pre"] for r in s["retrieval"]["rows"])
 
 
-def test_long_sequential_run_t100_all(world_entry):
+@pytest.mark.parametrize("method", ["ft-m", "rome", "memit", "alphaedit", "retrieval"])
+def test_long_sequential_run_t100_all(world_entry, method):
+    """T = 1, 10, 100 and ``all`` (150 sequential edits; the world's other 10 facts are the
+    locality pool). FT-M and ROME keep losing reasoning accuracy; retrieval keeps it exactly;
+    MEMIT and AlphaEdit are reported (README), their direction is not asserted."""
     s = load_session(
         session_entry(
-            "rome", seed=0, n_edits=150, eval_at=(1, 10, 100, 150), world_entry=world_entry
+            method, seed=0, n_edits=150, eval_at=(1, 10, 100, "all"), world_entry=world_entry
         )
     )
-    acc = [r["reasoning"] for r in s["rows"]]
-    assert acc[-1] <= acc[0]
+    rows = s["rows"]
+    assert [r["n_edits"] for r in rows] == [1, 10, 100, 150]
+    print({r["n_edits"]: {k: round(r[k], 3) for k in ("rel", "gen", "loc", "port", "avg", "reasoning")}
+           for r in rows})  # fmt: skip
+    if method == "retrieval":
+        assert all(r["reasoning"] == r["reasoning_pre"] for r in rows)
+    elif method in ("ft-m", "rome"):
+        assert rows[-1]["reasoning"] <= rows[0]["reasoning_pre"] - 0.05
+    else:
+        assert all(0.0 <= r["reasoning"] <= 1.0 for r in rows)
 
 
 def test_generate_mode_session(world_pair, world):

@@ -119,6 +119,28 @@ def test_retrieval_never_changes_weights(random_pair, small_world):
     assert ed.memory == []
 
 
+@pytest.mark.parametrize("margin", [0.0, 0.05])
+def test_gate_single_forward_matches_completion_logprobs(random_pair, small_world, margin):
+    """The gate's one-forward path (next-token logits of the one-token answers) keeps exactly the
+    facts that ``completion_logprobs`` of the yes and no completions keep, for any margin."""
+    from edit_collapse.retrieval import RetrievalEditor, world_format
+
+    from llmcore.metrics import completion_logprobs
+
+    model, tok = random_pair
+    ed = RetrievalEditor(encoder="bm25", fmt=world_format(), gate_margin=margin)
+    facts = [f.sentence(0) for f in small_world.facts[:6]]
+    query = small_world.facts[0].prompt(1)
+    assert ed._answer_tokens(tok) is not None
+    pairs = [
+        (ed.fmt.gate.format(fact=f, query=query), a) for f in facts for a in (ed.fmt.yes, ed.fmt.no)
+    ]
+    lp = completion_logprobs(model, tok, pairs, reduce="sum")
+    want = [f for i, f in enumerate(facts) if lp[2 * i] - lp[2 * i + 1] > margin]
+    assert ed.relevant(model, tok, query, facts) == want
+    assert ed.stats["gate_pairs"] == len(facts)
+
+
 def test_teacher_forced_metrics_match_easyedit_formula():
     assert M.token_accuracy([5, 6, 7], [5, 0, 7]) == pytest.approx(2 / 3)
     assert M.locality_acc([1, 2], [1, 2]) == 1.0

@@ -59,9 +59,12 @@ class EditConfig:
     )
     """``[length, count]`` pairs of model-generated prefixes (plus the empty prefix)."""
     nullspace_threshold: float = 2e-2
-    """AlphaEdit: eigenvalues of ``K_0 K_0^T`` below this span the preserved null space."""
+    """AlphaEdit: eigenvectors of ``K_0 K_0^T`` (the statistics ``C_0``) with eigenvalue below this
+    span the null space the update is projected on. The default is EasyEdit's Llama-3-8B value; it
+    depends on the scale of the keys, so check the spectrum of ``C_0`` on another model."""
     L2: float = 10.0
-    """AlphaEdit's ridge term."""
+    """AlphaEdit's ridge term (added to the projected ``K K^T``; large against small keys, it
+    damps the update)."""
     P_loc: str = ""
     """AlphaEdit: optional path of a precomputed projector (unused when empty)."""
     stats_dir: str = ""

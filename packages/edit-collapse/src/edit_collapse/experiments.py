@@ -15,11 +15,12 @@ TINY_LAMBDA = 500.0
 share of the residual a single edit realises scales with ``d_ff / lambda``, so it is scaled down
 by about the ratio of the widths."""
 TINY_NULLSPACE = 2e-2
+"""AlphaEdit's ``nullspace_threshold`` for the world model: EasyEdit's Llama-3-8B value, kept."""
 
 
 def tiny_config(alg: str) -> EditConfig:
     """Editor settings for the world model: ROME layer 1, MEMIT/AlphaEdit layers [1, 2], v* loss at
-    the last layer, 25 v* steps, statistics from 2,000 tokens; FT-M on layer 2, lr 5e-4, 25 steps."""
+    the last layer, 25 v* steps, statistics from 2,000 texts; FT-M on layer 2, lr 5e-4, 25 steps."""
     common: dict[str, Any] = dict(v_loss_layer=3, v_num_grad_steps=25, mom2_n_samples=2000, fact_token="last",
                                   context_template_length_params=[[5, 3]])  # fmt: skip
     if alg in ("FT", "FT-M"):

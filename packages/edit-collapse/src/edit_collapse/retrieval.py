@@ -204,18 +204,22 @@ class EditedGenerator:
 class RetrievalEditor:
     """Selective contextual reasoning, reconstructed: memory of fact sentences; top-``k`` by the
     encoder; a yes/no relevance gate scored by the model's next-token log-probabilities
-    (``P(yes) > 0.5``, ``gate='none'`` keeps all); direct answer when nothing is kept."""
+    (``log P(yes) - log P(no) > gate_margin``; the default 0 is ``P(yes) > P(no)``, a positive
+    margin trades recall of relevant facts for fewer false accepts; ``gate='none'`` keeps all);
+    direct answer when nothing is kept."""
 
     name = "retrieval"
     parametric = False
 
     def __init__(self, k: int = 3, encoder: str = "auto", gate: str = "yesno",
-                 fmt: PromptFormat | None = None, encoder_name: str = "all-MiniLM-L6-v2") -> None:  # fmt: skip
+                 fmt: PromptFormat | None = None, encoder_name: str = "all-MiniLM-L6-v2",
+                 gate_margin: float = 0.0) -> None:  # fmt: skip
         if gate not in ("yesno", "none"):
             raise EditInputError(f"gate={gate!r}: use 'yesno' or 'none'")
         if k < 1:
             raise EditInputError(f"k={k} must be >= 1")
         self.k, self.gate, self.encoder_kind, self.encoder_name = k, gate, encoder, encoder_name
+        self.gate_margin = float(gate_margin)
         self.fmt = fmt or PromptFormat()
         self.memory: list[str] = []
         self._enc: Encoder | None = None
@@ -248,18 +252,48 @@ class RetrievalEditor:
         return [self.memory[i] for i in self._enc.top_k(query, self.memory, self.k)]
 
     def relevant(self, model: Any, tok: Any, query: str, facts: Sequence[str]) -> list[str]:
-        """Facts whose relevance question the model answers yes (one scoring pass)."""
+        """Facts whose relevance question the model answers yes: one forward over the ``k``
+        questions comparing the next-token logits of the two answers when each is one token
+        (the decision ``log P(yes) > log P(no)``), else ``completion_logprobs`` of both."""
         if self.gate == "none" or not facts:
             return list(facts)
         from llmcore.metrics import completion_logprobs
 
+        prompts = [self.fmt.gate.format(fact=f, query=query) for f in facts]
+        yes_no = self._answer_tokens(tok)
+        if yes_no is not None:  # one forward over the k questions, next-token logits compared
+            lp = self._next_token_logits(model, tok, prompts)
+            self.stats["gate_pairs"] += len(prompts)
+            m = self.gate_margin
+            return [
+                f for f, row in zip(facts, lp, strict=True) if row[yes_no[0]] - row[yes_no[1]] > m
+            ]
         pairs = []
-        for f in facts:
-            q = self.fmt.gate.format(fact=f, query=query)
+        for q in prompts:
             pairs += [(q, self.fmt.yes), (q, self.fmt.no)]
         lp = completion_logprobs(model, tok, pairs, reduce="sum")
         self.stats["gate_pairs"] += len(pairs)
-        return [f for i, f in enumerate(facts) if lp[2 * i] > lp[2 * i + 1]]
+        return [f for i, f in enumerate(facts) if lp[2 * i] - lp[2 * i + 1] > self.gate_margin]
+
+    def _answer_tokens(self, tok: Any) -> tuple[int, int] | None:
+        """The ids of the yes and no answers when each is one token (else ``None``)."""
+        yes = tok(self.fmt.yes, add_special_tokens=False)["input_ids"]
+        no = tok(self.fmt.no, add_special_tokens=False)["input_ids"]
+        return (yes[0], no[0]) if len(yes) == 1 and len(no) == 1 and yes != no else None
+
+    @staticmethod
+    def _next_token_logits(model: Any, tok: Any, prompts: Sequence[str]) -> Any:
+        """Next-token logits after each prompt (BOS rule of ``core.encode``), one padded pass."""
+        import torch
+
+        from edit_collapse import core
+
+        rows = [core.encode(tok, p) for p in prompts]
+        ids, att = core.pad_right(rows, core.pad_id(tok), core.device_of(model))
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=att).logits
+        last = torch.tensor([len(r) - 1 for r in rows], device=logits.device)
+        return logits[torch.arange(len(rows), device=logits.device), last].float()
 
     def transform(self, model: Any, tok: Any, query: str) -> str:
         self.stats["queries"] += 1

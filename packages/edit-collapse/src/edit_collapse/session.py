@@ -89,32 +89,43 @@ class Evaluator:
         ]
 
     def evaluate(self, model: Any, requests: Sequence[EditRequest]) -> list[dict[str, Any]]:
-        """Per-request ``rel``, ``gen``, ``loc``, ``port`` (``None`` when a request has none)."""
+        """Per-request ``rel``, ``gen``, ``loc``, ``port`` (``None`` when a request has none).
+        Each dimension is scored for all requests in one batched call."""
+        requests = list(requests)
         rel = self._scores(model, [(r.prompt, r.target_new) for r in requests])
-        rows = []
-        for r, rv in zip(requests, rel, strict=True):
-            gen = self._scores(model, [(p, r.target_new) for p in r.rephrase])
-            port = self._scores(model, [(p, a) for ps in r.portability.values() for p, a in ps])
-            locs = [(p, a) for ps in r.locality.values() for p, a in ps]
-            loc = []
-            if locs:
-                if self.mode == "teacher_forced":
-                    res = M.target_argmax(model, self.tok, locs)
-                    loc = [
-                        M.locality_acc(pred, self.loc_orig[(r.case_id, p)])
-                        for (p, _), (pred, _) in zip(locs, res, strict=True)
-                    ]
-                else:
-                    outs = M.greedy(model, self.tok, [p for p, _ in locs], self._budget("x" * 8))
-                    loc = [
-                        float(o == self.loc_orig[(r.case_id, p)])
-                        for (p, _), o in zip(locs, outs, strict=True)
-                    ]
-            rows.append({"case_id": r.case_id, "rel": rv,
-                         "gen": sum(gen) / len(gen) if gen else None,
-                         "loc": sum(loc) / len(loc) if loc else None,
-                         "port": sum(port) / len(port) if port else None})  # fmt: skip
-        return rows
+        gen_pairs = [(i, (p, r.target_new)) for i, r in enumerate(requests) for p in r.rephrase]
+        port_pairs = [(i, (p, a)) for i, r in enumerate(requests)
+                      for ps in r.portability.values() for p, a in ps]  # fmt: skip
+        loc_pairs = [(i, (p, a)) for i, r in enumerate(requests)
+                     for ps in r.locality.values() for p, a in ps]  # fmt: skip
+        gen = self._scores(model, [x for _, x in gen_pairs])
+        port = self._scores(model, [x for _, x in port_pairs])
+        loc: list[float] = []
+        if loc_pairs:
+            if self.mode == "teacher_forced":
+                res = M.target_argmax(model, self.tok, [x for _, x in loc_pairs])
+                loc = [M.locality_acc(pred, self.loc_orig[(requests[i].case_id, p)])
+                       for (i, (p, _)), (pred, _) in zip(loc_pairs, res, strict=True)]  # fmt: skip
+            else:
+                outs = M.greedy(
+                    model, self.tok, [p for _, (p, _) in loc_pairs], self._budget("x" * 8)
+                )
+                loc = [float(o == self.loc_orig[(requests[i].case_id, p)])
+                       for (i, (p, _)), o in zip(loc_pairs, outs, strict=True)]  # fmt: skip
+
+        def per_request(pairs: list[tuple[int, Any]], vals: list[float]) -> list[float | None]:
+            acc: list[list[float]] = [[] for _ in requests]
+            for (i, _), v in zip(pairs, vals, strict=True):
+                acc[i].append(v)
+            return [sum(a) / len(a) if a else None for a in acc]
+
+        g, lo, po = (
+            per_request(gen_pairs, gen),
+            per_request(loc_pairs, loc),
+            per_request(port_pairs, port),
+        )
+        return [{"case_id": r.case_id, "rel": rv, "gen": g[i], "loc": lo[i], "port": po[i]}
+                for i, (r, rv) in enumerate(zip(requests, rel, strict=True))]  # fmt: skip
 
 
 def _mean(rows: list[dict[str, Any]], k: str) -> float | None:
