@@ -68,3 +68,44 @@ def test_compare_builds_variant_table(tmp_path, stream_tok):
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(out)]) == 0
     lines = out.read_text().splitlines()
     assert lines[0].startswith("| variant | sink/median") and len(lines) == 4
+
+
+@pytest.mark.slow
+def test_intervene_scores_a_local_lm_eval_task_on_the_hooked_model(tmp_path, stream_tok):
+    """``--eval lm-eval:TASK`` runs lm-eval on the hooked model: a local ``generate_until``
+    task whose targets are the unhooked model's own greedy continuations scores exact match 1.0
+    before the intervention (lm-eval's generation equals ``generate``) and less after it
+    (dropping the sink's attention changes what lm-eval generates)."""
+    pytest.importorskip("lm_eval")
+    import torch
+    from sink_probe.data import stream_texts
+
+    from llmcore import lmeval
+    from llmcore.data import write_jsonl
+
+    model = make_model(layers=2, vocab=len(stream_tok))
+    model.save_pretrained(tmp_path / "m")
+    stream_tok.save_pretrained(tmp_path / "m")
+    rows = []
+    for text in stream_texts(8, seed=5):
+        prompt = " ".join(text.split()[:12])
+        ids = torch.tensor([stream_tok(prompt, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=0)
+        cont = stream_tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        rows.append({"prompt": prompt, "target": cont})
+    write_jsonl(tmp_path / "d.jsonl", rows)
+    lmeval.write_generate_until_task(
+        tmp_path / "tasks", task="sink_stream_next", data_files=tmp_path / "d.jsonl",
+        doc_to_text="{{prompt}}", doc_to_target="{{target}}", generation_kwargs={"max_gen_toks": 3},
+    )  # fmt: skip
+    out = tmp_path / "i.json"
+    rc = main(["intervene", "--model", str(tmp_path / "m"), "--synthetic", "4", "--T", "32",
+               "--drop-sink-attention", "--eval", "lm-eval:sink_stream_next",
+               "--eval-include", str(tmp_path / "tasks"), "-o", str(out)])  # fmt: skip
+    res = json.loads(out.read_text())
+    key = "lm-eval:sink_stream_next"
+    before = res["before"][key]["sink_stream_next"]["exact_match"]
+    after = res["after"][key]["sink_stream_next"]["exact_match"]
+    print(f"exact match before {before}, under drop_sink_attention {after}")
+    assert rc == 0 and before == 1.0 and after < 1.0

@@ -56,7 +56,7 @@ def test_nnsight_trace_matches_output_attentions(stream_tok):
 
 
 EXT_VARIANTS = (
-    "baseline", "kv_bias", "gate", "suppress_massive", "suppress_massive+zero_sink_value",
+    "baseline", "suppress_massive", "suppress_massive+zero_sink_value", "gate", "kv_bias",
 )  # fmt: skip
 GATE_SINK_RATE = 30.0
 """Baseline gate, fixed before any variant is measured: SinkRate_0.3(0) over *all* layers
@@ -65,41 +65,81 @@ lr 3e-3, 3 layers, 1,200 steps), and ..."""
 GATE_SINK_MASSIVE = 20.0
 """... the sink token's largest residual entry >= 20x the median (25x was measured at 2,000
 steps; the spec's 50x is its own scale adaptation of a 1000x definition, out of reach here)."""
+EXT_SEEDS = (0, 1)
+EXT_STEPS = 3000
+EXT_D_MODEL = 64
+EXT_LAYERS = 4
+EXT_BATCH = 16
+"""Recipe of the five-variant protocol, fixed before any variant was trained: Llama 4 layers x
+64, 4 heads, MLP 256, lr 3e-3 (50 warm-up steps, cosine to 10 %), batch 16, 3,000 steps, seeds 0
+and 1, the claim's synthetic streams. Why this size: 4 layers and >= 3,000 steps at lr 3e-3 are
+the levers that moved the baseline towards the gate in the prototypes (lr 3e-3 grew a fixed
+massive channel on the sink, 16x at 1,200 steps and 25x at 2,000 steps at 3 x 96 / batch 32; a
+4th layer moved a sink into layer 1). The width and batch are the ones that fit ten trainings
+in about an hour of one CPU thread: measured training CPU time per step (machine shared with
+two other builds) 0.11 s at 4 x 64 / batch 16, 0.16 s at 4 x 96 / batch 16, 0.25 s at 4 x 64 /
+batch 32, so 4 x 64 / batch 16 costs about 5.5-6 CPU-min per variant and seed (about 58
+CPU-min for all ten) where 4 x 96 / batch 16 would cost about 78. The price: the narrower model
+saw smaller sink ratios in the default-tier recipe (3 x 64: sink <= 5x at 1,000 steps), so the
+baseline gate may fail; if it does the test fails and reports the baseline's numbers.
+
+Measured (after the recipe and gate above were fixed; 128 held-out sequences): the gate fails
+in both seeds. Baseline seed 0: SinkRate(0) per layer 0.0 / 0.2 / 0.0 / 0.0 % (0.05 % over all
+layers), sink max/median 8.8 / 7.2 / 6.5 / 13.8x, held-out loss 3.687; seed 1: 32.4 / 0.2 /
+0.0 / 2.0 % (8.6 %), 7.4 / 7.9 / 7.6 / 14.5x, 3.742. The other variants' numbers are in the
+README (table of every variant and seed)."""
+
+
+def extended_spec(seed: int):
+    """The :class:`~sink_probe.variants.VariantSpec` of the five-variant protocol."""
+    from sink_probe.variants import VariantSpec
+
+    return VariantSpec(
+        steps=EXT_STEPS, d_model=EXT_D_MODEL, n_layers=EXT_LAYERS, batch_size=EXT_BATCH,
+        seed=seed,
+    )  # fmt: skip
+
+
+def measure_variant(variant: str, seed: int) -> dict:
+    """Train (or load from the zoo) ``variant`` at ``extended_spec(seed)`` and probe its 128
+    held-out sequences (eps 0.3, sink ratio = the sink token's largest |x| / median |x|)."""
+    from sink_probe.probe import probe
+    from sink_probe.variants import train_variant, variant_recipe
+
+    spec = extended_spec(seed)
+    e = train_variant(variant, spec)
+    model, tok = e.load()
+    texts = list(variant_recipe(variant, spec).corpus.eval)
+    rep = probe(model, tok, texts, T=64, tau_abs=None, tau_ratio=50.0)
+    L = len(rep.layers)
+    return {
+        "rate_L0": rep.sink_rate_per_layer[0],
+        "rate_ge1": sum(rep.sink_rate_per_layer[1:]) / (L - 1),
+        "rate_all": sum(rep.sink_rate_per_layer) / L,
+        "rate_per_layer": list(rep.sink_rate_per_layer),
+        "mass": sum(sum(r) / len(r) for r in rep.sink_mass) / L,
+        "sink_ratio": max(m["sink_ratio"] for m in rep.massive_layers.values()),
+        "sink_ratio_per_layer": [rep.massive_layers[i]["sink_ratio"] for i in rep.layers],
+        "M_nn": sum(rep.mixing[i]["M_nn"] for i in rep.layers) / L,
+        "r_last": rep.mixing[rep.layers[-1]]["r"],
+        "clip": e.metrics["train_clip_fraction"],
+        "eval_loss": e.metrics["eval_loss"],
+    }
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", EXT_SEEDS)
 def test_five_variant_protocol(seed):
-    """The direction experiment (the five variants: baseline, kv_bias, gate, suppress_massive,
-    suppress_massive + zero_sink_value) at 4 layers x 96, lr 3e-3, 3,000 steps (about 11-12
-    CPU-min per variant, zoo-cached). Not run in this release (see the README)."""
-    from sink_probe.probe import probe
-    from sink_probe.variants import VariantSpec, train_variant, variant_recipe
-
-    spec = VariantSpec(steps=3000, d_model=96, n_layers=4, seed=seed)
-
-    def measure(v):
-        e = train_variant(v, spec)
-        model, tok = e.load()
-        rep = probe(model, tok, list(variant_recipe(v, spec).corpus.eval), T=64, tau_abs=None,
-                    tau_ratio=50.0)  # fmt: skip
-        L = len(rep.layers)
-        return {
-            "rate_all": sum(rep.sink_rate_per_layer) / L,
-            "rate_ge1": sum(rep.sink_rate_per_layer[1:]) / (L - 1),
-            "mass": sum(sum(r) / len(r) for r in rep.sink_mass) / L,
-            "sink_ratio": max(m["sink_ratio"] for m in rep.massive_layers.values()),
-            "M_nn": sum(rep.mixing[i]["M_nn"] for i in rep.layers) / L,
-            "r_last": rep.mixing[rep.layers[-1]]["r"],
-            "clip": e.metrics["train_clip_fraction"],
-        }
-
-    base = measure("baseline")
+    """The direction experiment on the five variants (baseline, kv_bias, gate, suppress_massive,
+    suppress_massive + zero_sink_value) at the recipe above, zoo-cached (about 6 CPU-min per
+    variant cold, seconds warm). The baseline gate is asserted first; the variants are compared
+    to the baseline only after it passed."""
+    base = measure_variant("baseline", seed)
     print("baseline", base)
     assert base["rate_all"] >= GATE_SINK_RATE and base["sink_ratio"] >= GATE_SINK_MASSIVE, (
         f"baseline gate failed, no variant compared: {base}"
     )
-    res = {v: measure(v) for v in EXT_VARIANTS[1:]}
+    res = {v: measure_variant(v, seed) for v in EXT_VARIANTS[1:]}
     print(res)
     for v in ("kv_bias", "gate"):  # sink mass of kv_bias counts the bias slot (folded into 0)
         g = res[v]

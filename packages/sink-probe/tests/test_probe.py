@@ -47,6 +47,22 @@ def test_streamed_metrics_equal_naive_all_layer_maps(arch, kv, stream_tok, strea
     assert naive.n_massive > 0  # the low tau_ratio makes the comparison non-trivial
 
 
+@pytest.mark.parametrize("sinks", [(0, 5), (2,)])
+def test_streamed_equals_naive_for_non_prefix_sink_sets(sinks, stream_tok, stream_texts_small):
+    """Sink sets that are not a prefix take the masked (not sliced) reduction path."""
+    model = make_model(layers=2)
+    kw = dict(T=64, tau_abs=None, tau_ratio=4.0, sink_set=sinks)
+    naive = probe(model, stream_tok, stream_texts_small, stream=False, batch_size=12, **kw)
+    streamed = probe(model, stream_tok, stream_texts_small, batch_size=5, **kw)
+    chunked = probe(
+        model, stream_tok, stream_texts_small, batch_size=12, chunk_above=16, query_chunk=3, **kw
+    )
+    for rep in (streamed, chunked):
+        a, b = rep.to_dict(), naive.to_dict()
+        for key in ("sink_rate_by_pos", "sink_mass", "mixing", "massive", "massive_layers"):
+            assert _close(a[key], b[key]), key
+
+
 def test_probe_matches_pure_functions_on_output_attentions(stream_tok, stream_texts_small):
     model = make_model(layers=2)
     rep = probe(model, stream_tok, stream_texts_small, T=64, batch_size=4)

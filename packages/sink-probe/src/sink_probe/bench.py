@@ -1,9 +1,12 @@
 """``sink-probe bench``: probe overhead and peak memory against a plain forward, and the
 training throughput of each architectural variant.
 
-Every timing of one length runs in a fresh subprocess (one torch thread), so peak RSS
+Every path of one length runs in a fresh subprocess (one torch thread), so peak RSS
 (``ru_maxrss``) belongs to that path alone: a plain SDPA forward, the streaming probe, and the
 naive ``output_attentions=True`` forward with every layer's maps measured by the pure functions.
+The probe and naive processes alternate each timed run with a plain SDPA forward on the same
+batch and report the ratio of the fastest of each, so both sides of a ratio see the same load
+(the plain forward's memory is below either path's, so their peak RSS is unaffected).
 """
 
 from __future__ import annotations
@@ -43,25 +46,40 @@ def _one(model_name: str, path: str, T: int, batch: int, reps: int) -> dict[str,
         def __call__(self, text, add_special_tokens=True):
             return {"input_ids": next(self.rows)}
 
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
+    def plain() -> None:
+        model.config._attn_implementation = "sdpa"
+        with torch.no_grad():
+            model(input_ids=ids, use_cache=False)
+        model.config._attn_implementation = "eager"
+
+    def run() -> None:
         if path == "plain":
-            model.config._attn_implementation = "sdpa"
-            with torch.no_grad():
-                model(input_ids=ids, use_cache=False)
-            model.config._attn_implementation = "eager"
+            plain()
         elif path == "probe":
             probe(model, _IdTok(), words, T=T, batch_size=batch, tau_abs=None, tau_ratio=50.0)
         else:
             probe(model, _IdTok(), words, T=T, batch_size=batch, stream=False, tau_abs=None,
                   tau_ratio=50.0)  # fmt: skip
+
+    # the probe and naive paths also time a plain forward right before each of their own, so
+    # their ratio to the plain forward compares two runs under the same machine load
+    times, plain_times = [], []
+    for _ in range(reps):
+        if path != "plain":
+            t0 = time.perf_counter()
+            plain()
+            plain_times.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        run()
         times.append(time.perf_counter() - t0)
     out: dict[str, Any] = {
         "path": path, "T": T, "seconds": min(times),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "base_rss_mb": rss0 / 1024,
     }  # fmt: skip
+    if plain_times:
+        out["plain_seconds"] = min(plain_times)
+        out["ratio"] = min(times) / min(plain_times)
     if path == "plain":
         from llmcore.hooks import capture_activations, layer_module_names
         from sink_probe.metrics import detect_massive
@@ -172,8 +190,7 @@ def run_bench(
         plain = res["plain"].get("seconds")
         row: dict[str, Any] = {"T": T, "plain_s": plain}
         for p in ("probe", "naive"):
-            s = res[p].get("seconds")
-            row[f"{p}_x"] = (s / plain) if (s and plain) else None
+            row[f"{p}_x"] = res[p].get("ratio")  # to a plain forward timed in the same process
         for p in PATHS:
             row[f"{p}_rss_mb"] = res[p].get("peak_rss_mb")
         row["detect_ms_per_layer"] = res["plain"].get("detect_ms_per_layer")

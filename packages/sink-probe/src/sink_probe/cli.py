@@ -157,6 +157,7 @@ def _cmd_intervene(args: argparse.Namespace) -> int:
                     from llmcore.lmeval import evaluate_model, scores
 
                     r = evaluate_model(model, tok, ev[8:], limit=args.eval_limit,
+                                       include_path=args.eval_include or None,
                                        bootstrap_iters=0)  # fmt: skip
                     res[ev] = scores(r)
                 else:
@@ -259,7 +260,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     run_bench(
         model=args.model, lengths=tuple(args.lengths), batch_size=args.batch_size,
-        out_json=args.output, plot=args.plot, train_steps=args.train_steps,
+        out_json=args.output, plot=args.plot, train_steps=args.train_steps, reps=args.reps,
     )  # fmt: skip
     return 0
 
@@ -287,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--scale-sink-logits", type=float, default=None, metavar="GAMMA")
     i.add_argument("--eval", default="ppl", help="comma list of ppl and lm-eval:TASK")
     i.add_argument("--eval-limit", type=int, default=None, help="lm-eval examples per task")
+    i.add_argument("--eval-include", action="append", default=[], metavar="DIR",
+                   help="folder of local lm-eval YAML tasks (repeatable)")  # fmt: skip
     i.add_argument("-o", "--output", help="result JSON path")
     i.set_defaults(func=_cmd_intervene)
 
@@ -315,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--train-steps", type=int, default=50,
                    help="timed steps per variant for the tokens/s column, after 5 warm-up "
                    "steps, best of 2 rounds (0: skip)")  # fmt: skip
+    b.add_argument("--reps", type=int, default=3,
+                   help="timed forwards per path and length; the fastest is reported")  # fmt: skip
     b.add_argument("--plot", default=None, help="PNG path (needs the plot extra)")
     b.add_argument("-o", "--output", default=None, help="JSON path")
     b.set_defaults(func=_cmd_bench)

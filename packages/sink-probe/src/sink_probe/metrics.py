@@ -198,33 +198,48 @@ def layer_attention_sums(
     return out
 
 
+def residual_per_sequence(
+    x_out: torch.Tensor,
+    sink_set: Sequence[int],
+    x_in: torch.Tensor | None = None,
+    attn_out: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """Per-sequence residual statistics of one layer output ``x_out [N,T,d]``, each ``[N]``:
+    ``r`` (Dong et al. 2021 residual ``||X - 1 xbar^T||_F / ||X||_F`` over the non-sink
+    tokens), ``cos`` (their mean pairwise cosine) and, with the block input ``x_in`` and the
+    attention output ``attn_out`` (both ``[N,T,d]``), ``U_ns = ||Attn(x)_s|| / ||x_s||``
+    averaged over the sinks. The N axis may stack several layers."""
+    T = x_out.shape[1]
+    s = list(sink_set)
+    sinks = set(s)
+    keep = [i for i in range(T) if i not in sinks]
+    lo = max(s) + 1
+    # the usual sink sets are a prefix of the sequence: a slice, no gather
+    X = (x_out[:, lo:] if keep == list(range(lo, T)) else x_out[:, keep]).float()
+    Xc = X - X.mean(1, keepdim=True)
+    r = torch.linalg.vector_norm(Xc, dim=(1, 2)) / torch.linalg.vector_norm(
+        X, dim=(1, 2)
+    ).clamp_min(1e-30)
+    U = X / torch.linalg.vector_norm(X, dim=-1, keepdim=True).clamp_min(1e-30)
+    n = len(keep)
+    # sum_{i != j} u_i . u_j = ||sum_i u_i||^2 - sum_i ||u_i||^2 (no n x n Gram matrix)
+    tot = U.sum(1).pow(2).sum(-1) - U.pow(2).sum((1, 2))
+    out = {"r": r, "cos": tot / max(1, n * (n - 1))}
+    if x_in is not None and attn_out is not None:
+        num = attn_out[:, s].float().norm(dim=-1)
+        den = x_in[:, s].float().norm(dim=-1).clamp_min(1e-30)
+        out["U_ns"] = (num / den).mean(-1)
+    return out
+
+
 def layer_residual_sums(
     x_out: torch.Tensor,
     sink_set: Sequence[int],
     x_in: torch.Tensor | None = None,
     attn_out: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Sums over N sequences of one layer's residual statistics: ``r`` (Dong et al. 2021
-    residual ``||X - 1 xbar^T||_F / ||X||_F`` over non-sink tokens of ``x_out [N,T,d]``),
-    ``cos`` (their mean pairwise cosine) and, with the block input ``x_in`` and the attention
-    output ``attn_out`` (both ``[N,T,d]``), ``U_ns = ||Attn(x)_s|| / ||x_s||`` averaged over
-    the sinks."""
-    T = x_out.shape[1]
-    s = list(sink_set)
-    keep = [i for i in range(T) if i not in set(s)]
-    X = x_out[:, keep].float()
-    Xc = X - X.mean(1, keepdim=True)
-    r = Xc.flatten(1).norm(dim=-1) / X.flatten(1).norm(dim=-1).clamp_min(1e-30)
-    U = X / X.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-    G = U @ U.transpose(1, 2)
-    n = len(keep)
-    cos = (G.sum((1, 2)) - G.diagonal(dim1=1, dim2=2).sum(-1)) / max(1, n * (n - 1))
-    out = {"r": r.sum(0), "cos": cos.sum(0)}
-    if x_in is not None and attn_out is not None:
-        num = attn_out[:, s].float().norm(dim=-1)
-        den = x_in[:, s].float().norm(dim=-1).clamp_min(1e-30)
-        out["U_ns"] = (num / den).mean(-1).sum(0)
-    return out
+    """Sums over the N sequences of :func:`residual_per_sequence` (``r``, ``cos``, ``U_ns``)."""
+    return {k: v.sum(0) for k, v in residual_per_sequence(x_out, sink_set, x_in, attn_out).items()}
 
 
 def mixing_metrics(

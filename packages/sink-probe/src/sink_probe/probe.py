@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,7 @@ from sink_probe.metrics import (
     massive_stats,
     mixing_metrics,
     query_set,
+    residual_per_sequence,
     sink_importance,
     sink_mass,
 )
@@ -208,51 +211,81 @@ def _attn_impl(model: Any) -> str:
 # --------------------------------------------------------------------------- reduction
 
 
-class _LayerAcc:
-    """Per-sequence sums of one layer's attention statistics, fed row-chunk by row-chunk."""
+@lru_cache(maxsize=8)
+def _index_sets(T: int, sink: tuple[int, ...]) -> tuple[torch.Tensor, ...]:
+    """Mixing queries, sink indices and the boolean masks ``is_sink``/``is_query`` over ``T``
+    positions (read-only; shared by every layer and batch of a probe)."""
+    q = torch.tensor(query_set(T, sink))
+    sink_idx = torch.tensor(sink)
+    is_sink = torch.zeros(T, dtype=torch.bool)
+    is_sink[sink_idx] = True
+    is_query = torch.zeros(T, dtype=torch.bool)
+    is_query[q] = True
+    return q, sink_idx, is_sink, is_query
 
-    def __init__(self, N: int, H: int, T: int, sink: tuple[int, ...]) -> None:
-        self.T, self.sink = T, list(sink)
-        self.q = torch.tensor(query_set(T, sink))
+
+class _LayerAcc:
+    """Per-sequence sums of one layer's attention statistics, fed row-chunk by row-chunk.
+
+    Index sets are built once per ``(T, sink set)``; a sink set that is a prefix ``0..k-1`` of
+    the sequence (the usual case) is handled with slices, and the per-head sums of one chunk
+    are stacked into a single accumulator update."""
+
+    def __init__(self, N: int, H: int, T: int, sink: tuple[int, ...], layer: int | None = None):
+        self.T, self.sink, self.layer = T, list(sink), layer
+        self.q, self.sink_idx, self.is_sink, self.is_query = _index_sets(T, tuple(sink))
+        self.prefix = self.sink == list(range(len(self.sink)))
         self.col = torch.zeros(N, H, T, dtype=torch.float64)
-        self.mS = torch.zeros(N, H, dtype=torch.float64)
-        self.self_ = torch.zeros(N, H, dtype=torch.float64)
-        self.nn = torch.zeros(N, H, dtype=torch.float64)
-        self.csn = torch.zeros(N, H, dtype=torch.float64)
-        self.mass = torch.zeros(N, H, dtype=torch.float64)
+        # rows: sink mass of non-sink rows, m_S, M_self, M_nn, C_sn (per-query sums)
+        self.sums = torch.zeros(5, N, H, dtype=torch.float64)
+        self.mass, self.mS, self.self_, self.nn, self.csn = self.sums.unbind(0)
         self.has_csn = False
         self.filled = False
         self.attn_out: torch.Tensor | None = None
 
     def add(self, a: torch.Tensor, rows: torch.Tensor, v: torch.Tensor | None, wo) -> None:
-        """``a [N,H,R,T]`` rows ``rows`` of the maps; ``v [N,H,T,dh]``; ``wo [d,H*dh]``."""
+        """``a [N,H,R,T]`` rows ``rows`` (consecutive, causal) of the maps; ``v [N,H,T,dh]``;
+        ``wo [d,H*dh]``. Raises on non-finite maps, naming the layer and head."""
         self.filled = True
         a = a.detach().float()
-        self.col += a.sum(-2).double()
-        ns = ~torch.isin(rows, torch.tensor(self.sink))
-        self.mass += a[:, :, ns][..., self.sink].sum((-1, -2)).double()
-        sel = torch.isin(rows, self.q)
-        if not bool(sel.any()):
-            return
-        aq, rq = a[:, :, sel], rows[sel]
-        mS = aq[..., self.sink].sum(-1)
-        diag = aq.gather(-1, rq.view(1, 1, -1, 1).expand(*aq.shape[:2], -1, 1)).squeeze(-1)
-        nonsink = torch.ones(self.T, dtype=torch.bool)
-        nonsink[self.sink] = False
-        nn_ = aq.masked_fill(~nonsink, 0).sum(-1) - diag
-        self.mS += mS.sum(-1).double()
-        self.self_ += diag.sum(-1).double()
-        self.nn += nn_.sum(-1).double()
+        colsum = a.sum(-2)
+        # a non-finite entry makes its column sum non-finite: one small check per chunk
+        if not bool(torch.isfinite(colsum).all()):
+            check_finite(a, "attention", self.layer)
+        self.col += colsum
+        r0 = int(rows[0])
+        diag_all = a.diagonal(offset=r0, dim1=-2, dim2=-1)  # A_ii of the chunk's rows
+        k = len(self.sink)
+        if self.prefix:  # non-sink rows = mixing queries = rows >= k: slices only
+            lo = max(k - r0, 0)
+            if lo >= a.shape[-2]:
+                return
+            aq, diag = a[:, :, lo:], diag_all[:, :, lo:]
+            a_sink = aq[..., :k].sum(-1)  # [N,H,Q]
+            mass = a_sink.sum(-1)
+        else:
+            a_sink_all = a.index_select(-1, self.sink_idx).sum(-1)  # [N,H,R]
+            mass = a_sink_all[:, :, ~self.is_sink[rows]].sum(-1)
+            sel = self.is_query[rows]
+            if not bool(sel.any()):
+                self.mass += mass
+                return
+            aq, diag, a_sink = a[:, :, sel], diag_all[:, :, sel], a_sink_all[:, :, sel]
+        mS, d_self = a_sink.sum(-1), diag.sum(-1)
+        parts = [mass, mS, d_self, aq.sum((-1, -2)) - mS - d_self]
         if v is not None and wo is not None:
             self.has_csn = True
             v = v.detach().float()
             H, dh = v.shape[1], v.shape[-1]
-            w = wo.detach().float().view(wo.shape[0], H, dh)
-            full = torch.einsum("nhqt,nhtk->nhqk", aq, v)
-            sk = torch.einsum("nhqt,nhtk->nhqk", aq[..., self.sink], v[:, :, self.sink])
-            fo = torch.einsum("nhqk,dhk->nhqd", full, w).norm(dim=-1)
-            so = torch.einsum("nhqk,dhk->nhqd", sk, w).norm(dim=-1)
-            self.csn += (so / fo.clamp_min(1e-30)).sum(-1).double()
+            w = wo.detach().float().view(wo.shape[0], H, dh).permute(1, 2, 0)  # [H,dh,d]
+            fo = torch.linalg.vector_norm(torch.matmul(aq, v) @ w, dim=-1)  # [N,H,Q]
+            if self.prefix:
+                so = torch.linalg.vector_norm(aq[..., :k] @ (v[:, :, :k] @ w), dim=-1)
+            else:
+                vs = v.index_select(2, self.sink_idx) @ w  # [N,H,|S|,d]
+                so = torch.linalg.vector_norm(aq.index_select(-1, self.sink_idx) @ vs, dim=-1)
+            parts.append((so / fo.clamp_min(1e-30)).sum(-1))
+        self.sums[: len(parts)] += torch.stack(parts)
 
 
 def _chunked_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kw):
@@ -276,7 +309,6 @@ def _chunked_attention(module, query, key, value, attention_mask, scaling, dropo
             sc = sc.masked_fill(torch.arange(Tk).view(1, -1) > rows, float("-inf"))
         p = torch.softmax(sc, dim=-1, dtype=torch.float32).to(q.dtype)
         if acc is not None:
-            check_finite(p, "attention", getattr(module, "layer_idx", None))
             acc.add(p, torch.arange(s, s + q.shape[-2]), v, module.o_proj.weight)
         outs.append(torch.matmul(p, v))
     return torch.cat(outs, 2).transpose(1, 2).contiguous(), None
@@ -407,7 +439,7 @@ def _probe_stream(
         for li in sel:
             attn = blocks[li].self_attn
             H = model.config.num_attention_heads
-            acc = accs[li] = _LayerAcc(N, H, T, sink)
+            acc = accs[li] = _LayerAcc(N, H, T, sink, li)
             attn._sink_probe_acc, attn._sink_probe_chunk = acc, query_chunk
             vals: dict[str, torch.Tensor] = {}  # this layer's values, read by a_hook
             handles += _block_io_hooks(blocks[li], li, io)
@@ -415,12 +447,12 @@ def _probe_stream(
             def v_hook(mod, args, out, vals=vals, attn=attn):
                 n, t, _ = out.shape
                 v = out.detach().view(n, t, -1, attn.head_dim).transpose(1, 2)
-                vals["v"] = v.repeat_interleave(attn.num_key_value_groups, 1)
+                g = attn.num_key_value_groups
+                vals["v"] = v.repeat_interleave(g, 1) if g > 1 else v
 
             def a_hook(mod, args, out, acc=acc, vals=vals, li=li):
                 w = out[1]
                 if w is not None:
-                    check_finite(w, "attention", li)
                     rows = torch.arange(w.shape[-2])
                     acc.add(w, rows, vals.get("v"), mod.o_proj.weight)
                 elif not acc.filled:
@@ -453,9 +485,26 @@ def _probe_stream(
                         delattr(a, k)
         for li in sel:
             raw.add_attention(li, accs[li])
-            raw.add_residual(li, io[li]["x_in"], io[li]["x_out"], accs[li].attn_out, sink, b0)
+        for grp in _layer_groups(sel, io[sel[0]]["x_out"].numel()):
+            aos = [accs[li].attn_out for li in grp]
+            raw.add_residuals(
+                grp,
+                torch.stack([io[li]["x_in"] for li in grp]),
+                torch.stack([io[li]["x_out"] for li in grp]),
+                None if any(t is None for t in aos) else torch.stack(aos),  # type: ignore[misc]
+                sink,
+                b0,
+            )
     raw.clip = clip_stats(model)
     return raw
+
+
+def _layer_groups(sel: list[int], numel: int, budget: int = 1 << 22) -> list[list[int]]:
+    """``sel`` in consecutive groups whose stacked hidden states (``numel`` entries per layer)
+    stay within ``budget`` entries, so batching the residual statistics never copies more than
+    a few MB at once."""
+    k = max(1, budget // max(1, numel))
+    return [sel[i : i + k] for i in range(0, len(sel), k)]
 
 
 def _probe_naive(model, blocks, ids, sel, sink, batch_size, tau_abs, tau_ratio):
@@ -538,25 +587,60 @@ class _Raw:
         d[k] = d[k] + v if k in d else v
 
     def add_residual(self, li, x_in, x_out, attn_out, sink, seq0) -> None:
-        from sink_probe.metrics import layer_residual_sums
+        """One layer's block input and output ``[N,T,d]`` (and attention output or None)."""
+        ao = None if attn_out is None else attn_out[None]
+        self.add_residuals([li], x_in[None], x_out[None], ao, sink, seq0)
 
-        rs = layer_residual_sums(x_out, sink, x_in if attn_out is not None else None, attn_out)
-        d = self.res.setdefault(li, {})
-        for k, v in rs.items():
-            d[k] = d.get(k, 0.0) + float(v)
-        st = massive_stats(x_out, sink)
-        m = self.mass.setdefault(li, {"ratio": [], "sink_ratio": [], "top": [], "hits": []})
-        m["ratio"] += st["ratio"].tolist()
-        m["sink_ratio"] += st["sink_ratio"].tolist()
-        for n in range(x_out.shape[0]):
-            a = x_out[n].detach().float().abs()
-            vals, idx = a.flatten().topk(3)
-            med = float(st["median"][n])
-            for v, i in zip(vals.tolist(), idx.tolist(), strict=True):
-                t, c = divmod(i, a.shape[1])
-                m["top"].append((v, seq0 + n, t, c, float(x_out[n, t, c]), v / med))
-            for e in detect_massive(x_out[n], self.tau_abs, self.tau_ratio):
-                m["hits"].append((abs(e.value), seq0 + n, e.token, e.channel, e.value, e.ratio))
+    def add_residuals(self, lis, x_in, x_out, attn_out, sink, seq0) -> None:
+        """Residual statistics and massive entries of the layers ``lis`` at once: ``x_in``,
+        ``x_out`` (and ``attn_out`` or None) ``[len(lis),N,T,d]``. Stacking the layers turns
+        many tiny per-layer operations into a few batched ones."""
+        nl, N = x_out.shape[:2]
+        flat = x_out.detach().flatten(0, 1).float()  # [nl*N, T, d]
+        if not bool(torch.isfinite(flat).all()):
+            for j, li in enumerate(lis):
+                check_finite(x_out[j], "hidden states", li)
+        if attn_out is not None:
+            rs = residual_per_sequence(flat, sink, x_in.flatten(0, 1), attn_out.flatten(0, 1))
+        else:
+            rs = residual_per_sequence(flat, sink)
+        per = {k: v.view(nl, N).sum(1).tolist() for k, v in rs.items()}
+        st = massive_stats(flat, sink)
+        ratio = st["ratio"].view(nl, N).tolist()
+        sratio = st["sink_ratio"].view(nl, N).tolist()
+        meds = st["median"].tolist()
+        # Sun et al.'s detection with one median per sequence and layer (the rule of
+        # detect_massive, batched); the three largest entries of each for the report
+        a = flat.abs()
+        dm = a.shape[-1]
+        vals, idx = a.flatten(1).topk(3, dim=-1)
+        signed = flat.flatten(1).gather(1, idx).tolist()
+        hit = a > self.tau_ratio * st["median"].view(-1, 1, 1)
+        if self.tau_abs is not None:
+            hit &= a > self.tau_abs
+        nz = hit.nonzero()
+        hv = flat[nz[:, 0], nz[:, 1], nz[:, 2]].tolist() if len(nz) else []
+        hits_by_row: dict[int, list] = {}
+        for (row, t, c), v in zip(nz.tolist(), hv, strict=True):
+            hits_by_row.setdefault(row, []).append((t, c, v))
+        for j, li in enumerate(lis):
+            d = self.res.setdefault(li, {})
+            for k, v in per.items():
+                d[k] = d.get(k, 0.0) + v[j]
+            m = self.mass.setdefault(li, {"ratio": [], "sink_ratio": [], "top": [], "hits": []})
+            m["ratio"] += ratio[j]
+            m["sink_ratio"] += sratio[j]
+            for n in range(N):
+                row = j * N + n
+                med = meds[row]
+                for v, i, xv in zip(
+                    vals[row].tolist(), idx[row].tolist(), signed[row], strict=True
+                ):
+                    t, c = divmod(i, dm)
+                    m["top"].append((v, seq0 + n, t, c, xv, v / med))
+                for t, c, v in hits_by_row.get(row, ()):
+                    r = abs(v) / med if med > 0 else math.inf
+                    m["hits"].append((abs(v), seq0 + n, t, c, v, r))
 
 
 def _report(raw, model, name, T, eps, sink, sel, n, skipped, metrics, tau_abs, tau_ratio, tau_sink):
