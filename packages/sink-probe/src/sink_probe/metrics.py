@@ -109,6 +109,18 @@ def check_tau(tau_abs: float | None, tau_ratio: float) -> None:
         raise SinkProbeConfigError(f"tau_abs must be > 0 or None (ratio only), got {tau_abs!r}")
 
 
+def massive_mask(
+    a: torch.Tensor, median: torch.Tensor | float, tau_abs: float | None, tau_ratio: float
+) -> torch.Tensor:
+    """Sun et al.'s (2024) rule on magnitudes ``a = |x|``: ``a > tau_ratio * median`` and, unless
+    ``tau_abs`` is None, ``a > tau_abs``; ``median`` broadcasts against ``a`` (one per layer, or
+    one per sequence and layer)."""
+    hit = a > tau_ratio * median
+    if tau_abs is not None:
+        hit &= a > tau_abs
+    return hit
+
+
 def detect_massive(
     hidden: torch.Tensor, tau_abs: float | None = 100.0, tau_ratio: float = 1000.0
 ) -> list[MassiveEntry]:
@@ -125,10 +137,7 @@ def detect_massive(
         check_finite(x, "hidden states", li)
         a = x.abs()
         med = float(a.median())
-        hit = a > tau_ratio * med
-        if tau_abs is not None:
-            hit &= a > tau_abs
-        for t, c in hit.nonzero().tolist():
+        for t, c in massive_mask(a, med, tau_abs, tau_ratio).nonzero().tolist():
             v = float(x[t, c])
             out.append(MassiveEntry(li, t, c, v, abs(v) / med if med > 0 else math.inf))
     out.sort(key=lambda e: -abs(e.value))

@@ -36,6 +36,7 @@ from sink_probe.metrics import (
     check_sink_set,
     check_tau,
     detect_massive,
+    massive_mask,
     massive_stats,
     mixing_metrics,
     query_set,
@@ -609,15 +610,13 @@ class _Raw:
         ratio = st["ratio"].view(nl, N).tolist()
         sratio = st["sink_ratio"].view(nl, N).tolist()
         meds = st["median"].tolist()
-        # Sun et al.'s detection with one median per sequence and layer (the rule of
-        # detect_massive, batched); the three largest entries of each for the report
+        # Sun et al.'s detection with one median per sequence and layer; the three largest
+        # entries of each for the report
         a = flat.abs()
         dm = a.shape[-1]
         vals, idx = a.flatten(1).topk(3, dim=-1)
         signed = flat.flatten(1).gather(1, idx).tolist()
-        hit = a > self.tau_ratio * st["median"].view(-1, 1, 1)
-        if self.tau_abs is not None:
-            hit &= a > self.tau_abs
+        hit = massive_mask(a, st["median"].view(-1, 1, 1), self.tau_abs, self.tau_ratio)
         nz = hit.nonzero()
         hv = flat[nz[:, 0], nz[:, 1], nz[:, 2]].tolist() if len(nz) else []
         hits_by_row: dict[int, list] = {}
