@@ -96,13 +96,18 @@ def _ratio(a: float | None, b: float | None) -> float | str:
     return "-" if a is None or b is None or b <= 0 else round(a / b, 2)
 
 
-def tpf_by_length(n: int = 128, mb: dict | None = None) -> list[dict[str, Any]]:
+def tpf_by_length(
+    n: int = 128, mb: dict | None = None, done: dict[str, dict[str, dict]] | None = None
+) -> list[dict[str, Any]]:
     """TPF against output length: vanilla and multi-block (0.5) TPF of the teacher and the
     student of the demo setup (3 digits, 6-token answers, 8 positions) and of the fixture (4
-    digits, 8-token answers, 12 positions); each task has one answer length."""
+    digits, 8-token answers, 12 positions); each task has one answer length. ``done`` maps a
+    setup to runs already measured on the same ``n`` prompts (keys ``"<model>/vanilla"`` and
+    ``"<model>/multiblock-0.5"``, as :func:`run_bench` names them), which are reused."""
     from d3llm.tiny import eval_inputs, evaluate, load_mdlm_entry, setup
 
     mb = mb or {"block_add_threshold": 0.1, "decoded_token_threshold": 0.95}
+    done = done or {}
     rows = []
     for size in ("demo", "fixture"):
         env = setup(size)
@@ -111,9 +116,12 @@ def tpf_by_length(n: int = 128, mb: dict | None = None) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"setup": size, "answer tokens": task.answer_length,
                                "positions": task.gen_length}  # fmt: skip
         for name in ("teacher", "student"):
-            m, tok = load_mdlm_entry(env[name])
-            van = evaluate(m, tok, "vanilla", task=task, inputs=xs)
-            mbr = evaluate(m, tok, "multiblock", task=task, inputs=xs, threshold=0.5, **mb)
+            if size in done:
+                van, mbr = done[size][f"{name}/vanilla"], done[size][f"{name}/multiblock-0.5"]
+            else:
+                m, tok = load_mdlm_entry(env[name])
+                van = evaluate(m, tok, "vanilla", task=task, inputs=xs)
+                mbr = evaluate(m, tok, "multiblock", task=task, inputs=xs, threshold=0.5, **mb)
             row[f"{name} vanilla TPF"] = round(van["tpf"], 2)
             row[f"{name} multi-block TPF"] = round(mbr["tpf"], 2)
             row[f"{name} multi-block acc"] = round(mbr["accuracy"], 3)
@@ -163,7 +171,7 @@ def run_bench(
     if ar:
         ar_entry = env["ar"]()
         run("ar/greedy", lambda: _ar_eval(ar_entry, xs, task))
-    by_length = tpf_by_length(n=n, mb=mb)
+    by_length = tpf_by_length(n=n, mb=mb, done={size: runs})
     points = {"parity": {
         name: [[1.0, 100 * runs[f"{name}/vanilla"]["accuracy"]]]
         + [[runs[f"{name}/multiblock-{t}"]["tpf"], 100 * runs[f"{name}/multiblock-{t}"]["accuracy"]]
