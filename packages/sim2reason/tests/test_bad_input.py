@@ -72,8 +72,8 @@ def test_physical_ranges():
 
 
 def test_unsupported_family_lists_supported_and_suggests():
-    s = Scene("r", [Entity("r", "RocketEntity", parameters={"mass": 1, "fuel_mass": 1,
-                                                             "exhaust_speed": 100, "burn_rate": 1})])  # fmt: skip
+    s = Scene("r", [Entity("r", "DiskRackWithSphereEntity",
+                           parameters={"mass": 1, "radius": 0.5, "angle": 30})])  # fmt: skip
     with pytest.raises(UnsupportedFamilyError, match="supported families: constant_force"):
         AnalyticEngine().simulate(s)
     with pytest.raises(ConfigError, match="mujoco"):

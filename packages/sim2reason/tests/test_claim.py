@@ -18,7 +18,9 @@ Calibration (seed 0, one torch thread, 2-core machine shared with 3 other builds
 | 2 | 200 steps, same | 111 of 431 / 0.20 | lr 3e-5, 60 steps | 0.232 -> 0.212 (-0.020) | 0.068 -> 0.144 (+0.076) |
 | 3 | as 2 | as 2 | as 2 + beta 0.001 (reference model) | 0.232 -> 0.208 (-0.024) | 0.068 -> 0.160 (+0.092) |
 
-Try 2 is the shipped configuration. The synthetic rise holds with margin (+0.076 vs 0.05; a
+Try 2 is the shipped configuration. A cold rebuild after the 0.1.1 engine/QA/reward changes
+(new code digest, same 931 questions, answers equal to within 1.5e-16) reproduced try 2's
+numbers exactly: proxy 0.232 -> 0.212, synthetic 0.068 -> 0.144 (+0.076). The synthetic rise holds with margin (+0.076 vs 0.05; a
 paired difference on 500 items has a standard error of about 0.02). The proxy did not rise in
 any GRPO run (-0.016, -0.020, -0.024; a KL anchor did not stop the small drift): RL on the simulator's phrasing fixed the model's reading of
 that phrasing but did not carry over to the textbook wording at this scale; the proxy part is

@@ -13,6 +13,8 @@ from typing import Any
 
 
 def _rate(fn: Any, items: list[Any], min_seconds: float = 0.5) -> float:
+    for it in items:  # warm-up (first-use imports and caches)
+        fn(it)
     n, t0 = 0, time.perf_counter()
     while True:
         for it in items:
@@ -33,6 +35,16 @@ def bench_engines(quick: bool = False) -> list[dict[str, Any]]:
         "projectile (closed form, bounces)": Scene("p", [Entity("b", "ThrowingMotionEntity", parameters={"mass": 1.0, "height": 2.0, "speed": 3.0, "angle": 30.0, "restitution": 0.8})]),
         "pendulum (RK4)": Scene("d", [Entity("b", "PendulumEntity", parameters={"mass": 1.0, "length": 1.0, "angle": 30.0})]),
     }  # fmt: skip
+    # Families without a MuJoCo model here (analytic only).
+    only_analytic = {
+        "rigid_rotation, offset axle (RK4)": Scene("r", [Entity("b", "RigidRotationEntity", parameters={"mass": 2.0, "radius": 0.3, "torque": 1.0, "offset": 0.1, "angle": 30.0})]),
+        "complex_collision (closed form)": Scene("x", [Entity("b", "ComplexCollisionPlane", parameters={"mass_1": 1.0, "mass_2": 2.0, "speed": 3.0, "restitution": 0.7, "offset": 0.05})]),
+        "movable_pulley (closed form)": Scene("m", [Entity("b", "MassWithMovablePulley", parameters={"mass": 3.0, "counterweight": 1.0})]),
+        "spring_incline (closed form)": Scene("s", [Entity("b", "SpringMassPlaneEntity", parameters={"mass": 1.0, "stiffness": 20.0, "angle": 30.0})]),
+        "orbital (RK4)": Scene("o", [Entity("b", "OrbitalMotionEntity", parameters={"mass": 1.0, "central_mass": 20.0, "radius": 2.0, "speed": 3.0})]),
+        "rocket (closed form)": Scene("k", [Entity("b", "RocketEntity", parameters={"mass": 1.0, "fuel_mass": 1.0, "exhaust_speed": 60.0, "burn_rate": 0.8})]),
+        "electromagnetic (closed form)": Scene("e", [Entity("b", "ElectroMagneticEntity", parameters={"mass": 1.0, "charge": 2.0, "speed": 1.0, "e_field": 1.0, "e_angle": 30.0, "b_field": 1.5})]),
+    }  # fmt: skip
     try:
         from sim2reason.mujoco_engine import MuJoCoEngine
 
@@ -49,6 +61,10 @@ def bench_engines(quick: bool = False) -> list[dict[str, Any]]:
                 row["mujoco_scenes_s"] = m
                 row["mujoco_steps_s"] = m * 2000
             rows.append(row)
+        for name, scene in only_analytic.items():
+            r = _rate(an.simulate, [scene], 0.2 if quick else 0.5)
+            rows.append({"bench": "engine", "family": name, "recording": label,
+                         "analytic_scenes_s": r})  # fmt: skip
     return rows
 
 

@@ -70,7 +70,7 @@ class EntityType:
 
     name: str
     family: str | None
-    """``None`` for the official entity types no engine here implements (orbital, rocket...)."""
+    """``None`` for an entity type no engine here implements (``DiskRackWithSphereEntity``)."""
     params: dict[str, Param]
     bodies: tuple[str, ...]
     ends: int = 0
@@ -108,29 +108,45 @@ ENTITY_TYPES: dict[str, EntityType] = {
                    {"mass": _MASS, "length": Param(0.0, 1e3, "m", True),
                     "angle": Param(-179.0, 179.0, "deg")},
                    ("bob",)),
-        # Official families without an engine here: declared so scenes of every type load.
-        EntityType("RigidRotationEntity", None,
+        # The other official scene types, one entity each (sim2reason.families).
+        EntityType("RigidRotationEntity", "rigid_rotation",
                    {"mass": _MASS, "radius": Param(0.0, 100.0, "m", True),
-                    "torque": Param(-1e4, 1e4, "N m")}, ("body",)),
+                    "torque": Param(-1e4, 1e4, "N m"),
+                    "inertia_factor": Param(0.0, 1.0, "", True, required=False, default=0.5),
+                    "offset": Param(0.0, 100.0, "m", required=False, default=0.0),
+                    "angle": Param(-180.0, 180.0, "deg", required=False, default=0.0)},
+                   ("body",)),
         EntityType("DiskRackWithSphereEntity", None,
                    {"mass": _MASS, "radius": Param(0.0, 100.0, "m", True),
                     "angle": Param(0.0, 90.0, "deg", True, True)}, ("disk", "sphere")),
-        EntityType("ComplexCollisionPlane", None,
+        EntityType("ComplexCollisionPlane", "complex_collision",
                    {"mass_1": _MASS, "mass_2": _MASS, "speed": Param(0.0, 1e3, "m/s"),
-                    "restitution": Param(0.0, 1.0)}, ("ball_1", "ball_2")),
-        EntityType("SpringMassPlaneEntity", None,
+                    "restitution": Param(0.0, 1.0),
+                    "radius": Param(0.0, 100.0, "m", True, required=False, default=0.1),
+                    "gap": Param(0.0, 1e3, "m", True, required=False, default=1.0),
+                    "offset": Param(-1e3, 1e3, "m", required=False, default=0.0)},
+                   ("ball_1", "ball_2")),
+        EntityType("SpringMassPlaneEntity", "spring_incline",
                    {"mass": _MASS, "stiffness": Param(0.0, 1e6, "N/m", True),
                     "angle": Param(0.0, 90.0, "deg", True, True)}, ("block",)),
-        EntityType("MassWithMovablePulley", None, {"mass": _MASS}, ("mass", "pulley"), ends=2),
-        EntityType("OrbitalMotionEntity", None,
+        EntityType("MassWithMovablePulley", "movable_pulley",
+                   {"mass": _MASS, "counterweight": _MASS}, ("load", "counterweight")),
+        EntityType("OrbitalMotionEntity", "orbital",
                    {"mass": _MASS, "central_mass": Param(0.0, 1e30, "kg", True),
-                    "radius": Param(0.0, 1e12, "m", True)}, ("satellite",)),
-        EntityType("RocketEntity", None,
+                    "radius": Param(0.0, 1e12, "m", True), "speed": Param(0.0, 1e6, "m/s"),
+                    "central_radius": Param(0.0, 1e12, "m", True, required=False,
+                                            default=0.1)},
+                   ("satellite",)),
+        EntityType("RocketEntity", "rocket",
                    {"mass": _MASS, "fuel_mass": _MASS, "exhaust_speed": Param(0.0, 1e4, "m/s", True),
                     "burn_rate": Param(0.0, 1e3, "kg/s", True)}, ("rocket",)),
-        EntityType("ElectroMagneticEntity", None,
-                   {"mass": _MASS, "charge": Param(-1.0, 1.0, "C"),
-                    "field": Param(-1e4, 1e4, "N/C")}, ("particle",)),
+        EntityType("ElectroMagneticEntity", "electromagnetic",
+                   {"mass": _MASS, "charge": Param(-100.0, 100.0, "C"),
+                    "speed": Param(0.0, 1e6, "m/s"),
+                    "e_field": Param(0.0, 1e6, "N/C", required=False, default=0.0),
+                    "e_angle": Param(-360.0, 360.0, "deg", required=False, default=0.0),
+                    "b_field": Param(-1e3, 1e3, "T", required=False, default=0.0)},
+                   ("particle",)),
     ]
 }  # fmt: skip
 

@@ -4,14 +4,18 @@
 closed form where one exists (constant force, strings over pulleys with Coulomb friction,
 projectiles with restitution bounces, 1-D collisions, springs) and integrates the nonlinear
 pendulum with classical RK4 at the step ``dt``; this stands in for the paper's MuJoCo recorder
-(Sec. 3.2) on CPU. :class:`~sim2reason.mujoco_engine.MuJoCoEngine` simulates the same families
-in MuJoCo (extra ``mujoco``).
+(Sec. 3.2) on CPU. The rigid-body, oblique-collision, movable-pulley, spring-on-incline,
+orbital, rocket and electromagnetic families live in :mod:`sim2reason.families`.
+Recordings are filled with numpy over the whole time grid (one buffer per body).
+:class:`~sim2reason.mujoco_engine.MuJoCoEngine` simulates the first ten families in MuJoCo
+(extra ``mujoco``).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -23,14 +27,19 @@ from sim2reason.recording import Recording
 
 __all__ = [
     "ANALYTIC_FAMILIES",
+    "BODY_COLUMNS",
     "AnalyticEngine",
     "Component",
     "Engine",
     "G",
     "StringBody",
+    "body_buffer",
     "components",
+    "finish_body",
     "get_engine",
+    "line_body",
     "solve_string_chain",
+    "uniform_body",
 ]
 
 log = logging.getLogger(__name__)
@@ -49,7 +58,15 @@ ANALYTIC_FAMILIES = (
     "collision1d",
     "spring_mass",
     "pendulum",
+    "rigid_rotation",
+    "complex_collision",
+    "movable_pulley",
+    "spring_incline",
+    "orbital",
+    "rocket",
+    "electromagnetic",
 )
+"""Every family :class:`AnalyticEngine` simulates (the last seven in :mod:`sim2reason.families`)."""
 
 
 @runtime_checkable
@@ -215,17 +232,116 @@ def solve_string_chain(bodies: list[StringBody]) -> tuple[float, list[float], li
     return a, fric, tensions
 
 
+#: Column layout of a body's recording buffer: quantity -> (first column, width).
+BODY_COLUMNS = {"position": (0, 3), "velocity": (3, 3), "acceleration": (6, 3),
+                "momentum": (9, 3), "net_force": (12, 3), "kinetic_energy": (15, 1),
+                "potential_energy_change": (16, 1)}  # fmt: skip
+
+
+def body_buffer(n: int, width: int = 17) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One ``[n, width]`` buffer and the views of :data:`BODY_COLUMNS` into it.
+
+    A body's quantities share one allocation so that filling and checking a recording stays
+    a handful of numpy calls over the time grid; extra columns (``width > 17``) are free for a
+    family's own quantities.
+    """
+    buf = np.empty((n, width))
+    return buf, {k: buf[:, i : i + w] for k, (i, w) in BODY_COLUMNS.items()}
+
+
+def finish_body(buf: np.ndarray, q: dict[str, np.ndarray], m: float | np.ndarray,
+                z0: float | None = None, pe: np.ndarray | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """Fill momentum, net force, kinetic energy and potential-energy change of a
+    :func:`body_buffer` from its position, velocity and acceleration columns (``m`` a scalar
+    or a ``[n, 1]`` mass series; ``pe`` overrides the gravitational ``m g (z - z0)``)."""
+    np.multiply(m, buf[:, 3:9], out=buf[:, 9:15])  # momentum and net force in one pass
+    vel = buf[:, 3:6]
+    np.sum(vel * vel, axis=1, keepdims=True, out=buf[:, 15:16])
+    buf[:, 15:16] *= 0.5 * m
+    if pe is None:
+        np.subtract(buf[:, 2:3], z0, out=buf[:, 16:17])
+        buf[:, 16:17] *= m * G
+    else:
+        buf[:, 16:17] = pe
+    return q
+
+
+def _views(buf: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: buf[:, i : i + w] for k, (i, w) in BODY_COLUMNS.items()}
+
+
+def uniform_body(m: float, p0: Sequence[float], u: Sequence[float], a: float,
+                 basis: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+    """Recording of a body of mass ``m`` starting at rest at ``p0`` with constant acceleration
+    ``a`` along the unit direction ``u``, on the time basis ``[1, t, t^2]`` (``[T, 3]``).
+
+    Every recorded column is a polynomial of degree <= 2 in t, so the ``[T, 17]`` recording
+    is one product of the basis with a ``[3, 17]`` coefficient matrix (built from scalars).
+    """
+    ux, uy, uz = u.tolist() if isinstance(u, np.ndarray) else map(float, u)
+    x0, y0, z0 = p0.tolist() if isinstance(p0, np.ndarray) else map(float, p0)
+    ha, ma = 0.5 * a, m * a
+    coef = np.array([
+        [x0, y0, z0, 0.0, 0.0, 0.0, a * ux, a * uy, a * uz, 0.0, 0.0, 0.0,
+         ma * ux, ma * uy, ma * uz, 0.0, 0.0],
+        [0.0, 0.0, 0.0, a * ux, a * uy, a * uz, 0.0, 0.0, 0.0, ma * ux, ma * uy, ma * uz,
+         0.0, 0.0, 0.0, 0.0, 0.0],
+        [ha * ux, ha * uy, ha * uz, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+         0.0, 0.0, 0.0, 0.5 * m * a * a, m * G * ha * uz],
+    ])  # fmt: skip
+    return _views(basis @ coef)
+
+
+def line_body(m: float, p0: np.ndarray, u: np.ndarray, s: np.ndarray, v: np.ndarray,
+              a: float | np.ndarray, pe: np.ndarray | None = None) -> dict[str, np.ndarray]:  # fmt: skip
+    """Recording of a body of mass ``m`` moving along the fixed unit direction ``u`` from
+    ``p0``: displacement ``s[T]``, velocity ``v[T]`` and acceleration ``a`` (scalar or
+    ``[T]``) along ``u``; ``pe`` overrides the gravitational potential-energy change.
+
+    Every column is linear in the basis ``(s, v, v^2, a, 1)``, so the whole ``[T, 17]``
+    recording is one matrix product of that basis with a ``[5, 17]`` coefficient matrix.
+    """
+    ux, uy, uz = u.tolist() if isinstance(u, np.ndarray) else map(float, u)
+    x0, y0, z0 = p0.tolist() if isinstance(p0, np.ndarray) else map(float, p0)
+    scalar_a = isinstance(a, float | int)
+    ac = float(a) if scalar_a else 0.0
+    ar = 0.0 if scalar_a else 1.0
+    z3 = [0.0, 0.0, 0.0]
+    coef = np.array([
+        [ux, uy, uz, *z3, *z3, *z3, *z3, 0.0, m * G * uz],
+        [*z3, ux, uy, uz, *z3, m * ux, m * uy, m * uz, *z3, 0.0, 0.0],
+        [*z3, *z3, *z3, *z3, *z3, 0.5 * m, 0.0],
+        [*z3, *z3, ar * ux, ar * uy, ar * uz, *z3, ar * m * ux, ar * m * uy, ar * m * uz,
+         0.0, 0.0],
+        [x0, y0, z0, *z3, ac * ux, ac * uy, ac * uz, *z3, m * ac * ux, m * ac * uy,
+         m * ac * uz, 0.0, 0.0],
+    ])  # fmt: skip
+    basis = np.empty((len(s), 5))
+    basis[:, 0] = s
+    basis[:, 1] = v
+    np.multiply(v, v, out=basis[:, 2])
+    basis[:, 3] = 0.0 if scalar_a else a
+    basis[:, 4] = 1.0
+    buf = basis @ coef
+    if pe is not None:
+        buf[:, 16:17] = pe
+    return _views(buf)
+
+
 def _kinematics(m: float, pos: np.ndarray, vel: np.ndarray, acc: np.ndarray,
                 z0: float, pe: np.ndarray | None = None) -> dict[str, np.ndarray]:  # fmt: skip
-    ke = 0.5 * m * np.sum(vel * vel, axis=1, keepdims=True)
-    if pe is None:
-        pe = m * G * (pos[:, 2:3] - z0)
-    return {"position": pos, "velocity": vel, "acceleration": acc, "momentum": m * vel,
-            "net_force": m * acc, "kinetic_energy": ke, "potential_energy_change": pe}  # fmt: skip
+    buf, q = body_buffer(len(pos))
+    buf[:, 0:3] = pos
+    buf[:, 3:6] = vel
+    buf[:, 6:9] = acc
+    return finish_body(buf, q, m, z0, pe)
 
 
 def _pos0(e: Entity) -> np.ndarray:
     return np.asarray(e.position, dtype=float)
+
+
+_UX = (1.0, 0.0, 0.0)
 
 
 class AnalyticEngine:
@@ -233,7 +349,8 @@ class AnalyticEngine:
 
     Families: ``constant_force``, ``incline`` (angle, mu), ``atwood``, ``table_pulley``,
     ``incline_pulley``, ``string_chain``, ``projectile`` (restitution bounces), ``collision1d``
-    (restitution e), ``spring_mass`` and ``pendulum`` (RK4 at ``dt``).
+    (restitution e), ``spring_mass`` and ``pendulum`` (RK4 at ``dt``), plus the seven families
+    of :mod:`sim2reason.families` (closed forms, RK4 for the pivoted rigid body and orbits).
     """
 
     name = "analytic"
@@ -243,34 +360,55 @@ class AnalyticEngine:
         if not isinstance(record_every, int) or record_every < 1:
             raise ConfigError(f"record_every={record_every!r}: must be a positive int")
         self.record_every = record_every
+        self._grids: dict[tuple[int, float], tuple[np.ndarray, np.ndarray]] = {}
+        self._basis = np.ones((1, 3))
+
+    def time_grid(self, n: int, dt: float) -> tuple[np.ndarray, np.ndarray]:
+        """Recorded times of an ``n``-step run and the basis ``[1, t, t^2]`` (read-only, cached
+        per ``(n, dt)`` so that recording a closed-form scene costs one matrix product)."""
+        key = (n, dt)
+        hit = self._grids.get(key)
+        if hit is None:
+            t = np.arange(0, n + 1, self.record_every) * dt
+            basis = np.stack([np.ones_like(t), t, t * t], axis=1)
+            t.flags.writeable = False
+            basis.flags.writeable = False
+            if len(self._grids) > 16:
+                self._grids.clear()
+            hit = self._grids[key] = (t, basis)
+        return hit
 
     def simulate(self, scene: Scene, dt: float = 1e-3, duration: float = 2.0) -> Recording:
         _check_times(dt, duration)
         comps = components(scene)
         n = round(duration / dt)
-        t = np.arange(0, n + 1, self.record_every) * dt
+        # The closed-form families read the basis [1, t, t^2] of this run's grid from here.
+        t, self._basis = self.time_grid(n, dt)
         rec = Recording(time=t, bodies={}, strings={})
         for c in comps:
             for e in c.entities:
                 rec.families[e.name] = c.family
-            is_string = ENTITY_TYPES[c.entities[0].type].family == "string"
-            getattr(self, "_string" if is_string else f"_{c.family}")(c, t, dt, rec)
+            if ENTITY_TYPES[c.entities[0].type].family == "string":
+                self._string(c, t, dt, rec)
+            else:
+                method = getattr(self, f"_{c.family}", None)
+                if method is not None:
+                    method(c, t, dt, rec)
+                else:
+                    from sim2reason.families import simulate_component
+
+                    simulate_component(c, t, dt, rec, self.record_every, self._basis)
+            if rec.unstable:
+                break
         return rec.check_finite()
 
     # -- families -------------------------------------------------------------------------
     def _string(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
         bodies = chain_bodies(c.entities)
         a, _, tensions = solve_string_chain(bodies)
-        s = 0.5 * a * t * t
-        v = a * t
         for b in bodies:
-            p0 = _pos0(b.entity)
-            u = b.direction
-            pos = p0 + s[:, None] * u
-            vel = v[:, None] * u
-            acc = np.broadcast_to(a * u, pos.shape).copy()
-            rec.bodies[f"{b.entity.name}.{ENTITY_TYPES[b.entity.type].bodies[0]}"] = _kinematics(
-                b.mass, pos, vel, acc, p0[2]
+            rec.bodies[f"{b.entity.name}.{ENTITY_TYPES[b.entity.type].bodies[0]}"] = uniform_body(
+                b.mass, b.entity.position, b.direction, a, self._basis
             )
         for name, tens in zip(c.tendons, tensions, strict=True):
             rec.strings[name] = {"tension": np.full((len(t), 1), abs(tens))}
@@ -279,12 +417,7 @@ class AnalyticEngine:
         e = c.entities[0]
         m, f = e.param("mass"), e.param("force")
         a = f / m
-        u = np.array([1.0, 0.0, 0.0])
-        p0 = _pos0(e)
-        pos = p0 + (0.5 * a * t * t)[:, None] * u
-        vel = (a * t)[:, None] * u
-        acc = np.broadcast_to(a * u, pos.shape).copy()
-        rec.bodies[f"{e.name}.block"] = _kinematics(m, pos, vel, acc, p0[2])
+        rec.bodies[f"{e.name}.block"] = uniform_body(m, e.position, _UX, a, self._basis)
 
     def _projectile(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
         e = c.entities[0]
@@ -292,9 +425,9 @@ class AnalyticEngine:
         ang, rest = math.radians(e.param("angle")), e.param("restitution")
         p0 = _pos0(e)
         vx = v0 * math.cos(ang)
-        pos = np.zeros((len(t), 3))
-        vel = np.zeros((len(t), 3))
-        acc = np.zeros((len(t), 3))
+        buf, q = body_buffer(len(t))
+        buf[:, :9] = 0.0
+        pos, vel, acc = q["position"], q["velocity"], q["acceleration"]
         pos[:, 0] = p0[0] + vx * t
         pos[:, 1] = p0[1]
         vel[:, 0] = vx
@@ -320,7 +453,7 @@ class AnalyticEngine:
             z = 0.0
             if vz < 1e-6:
                 vz = 0.0
-        rec.bodies[f"{e.name}.ball"] = _kinematics(m, pos, vel, acc, p0[2] + h)
+        rec.bodies[f"{e.name}.ball"] = finish_body(buf, q, m, p0[2] + h)
 
     def _collision1d(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
         e = c.entities[0]
@@ -335,26 +468,17 @@ class AnalyticEngine:
         x1 = np.where(after, v1 * tc + w1 * (t - tc), v1 * t)
         x2 = np.where(after, gap + v2 * tc + w2 * (t - tc), gap + v2 * t)
         for name, m, x, v, w in (("block_1", m1, x1, v1, w1), ("block_2", m2, x2, v2, w2)):
-            pos = np.tile(p0, (len(t), 1))
-            pos[:, 0] += x
-            vel = np.zeros_like(pos)
-            vel[:, 0] = np.where(after, w, v)
-            rec.bodies[f"{e.name}.{name}"] = _kinematics(m, pos, vel, np.zeros_like(pos), p0[2])
+            rec.bodies[f"{e.name}.{name}"] = line_body(m, p0, _UX, x, np.where(after, w, v), 0.0)
 
     def _spring_mass(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
         e = c.entities[0]
         m, k, amp = e.param("mass"), e.param("stiffness"), e.param("amplitude")
         w = math.sqrt(k / m)
-        p0 = _pos0(e)
         x = amp * np.cos(w * t)
-        pos = np.tile(p0, (len(t), 1))
-        pos[:, 0] += x
-        vel = np.zeros_like(pos)
-        vel[:, 0] = -amp * w * np.sin(w * t)
-        acc = np.zeros_like(pos)
-        acc[:, 0] = -w * w * x
         pe = (0.5 * k * (x * x - amp * amp))[:, None]
-        rec.bodies[f"{e.name}.block"] = _kinematics(m, pos, vel, acc, p0[2], pe)
+        rec.bodies[f"{e.name}.block"] = line_body(
+            m, _pos0(e), _UX, x, -amp * w * np.sin(w * t), -w * w * x, pe
+        )
 
     def _pendulum(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:
         e = c.entities[0]

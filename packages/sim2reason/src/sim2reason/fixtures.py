@@ -1,8 +1,10 @@
 """sim2reason's default-tier test fixtures, registered for llmcore's fixture phase.
 
 ``build`` is called with no arguments in a fresh single-thread worker and returns the
-``ZooEntry`` it built or loaded. ``cold_seconds`` are measured cold builds on one torch thread
-on this project's shared 2-core machine (under load from other builds; see the README).
+``ZooEntry`` it built or loaded. ``cold_seconds`` are the CPU seconds (user + system, one
+torch thread) of a cold build on this project's shared 2-core machine, split between the two
+fixtures by their wall times (the machine was loaded, so wall times ran about 2.3x longer;
+see the README).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ FIXTURES = [
     Fixture(
         name="sim2reason-warm",
         build="sim2reason.fixtures:build_warm_start",
-        cold_seconds=110.0,
+        cold_seconds=172.0,
         entries=("sim2reason-warm",),
         description="2x128 char Llama, completion-only SFT on textbook worked solutions, "
         "gated to proxy accuracy in [0.10, 0.40]",
@@ -36,7 +38,7 @@ FIXTURES = [
     Fixture(
         name="sim2reason-grpo-arm",
         build="sim2reason.fixtures:build_arm",
-        cold_seconds=288.0,
+        cold_seconds=205.0,
         requires=("sim2reason-warm",),
         entries=("sim2reason-grpo-arm",),
         description="prefilter + GRPO (tiny preset) on simulator QA from the warm start",

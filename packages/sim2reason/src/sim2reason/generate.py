@@ -59,23 +59,23 @@ SCENE_TYPES: dict[str, SceneType] = {
         SceneType("AdvancedHybrid", (3, 4), (*_STRING_ENTS, "InclineBlock", "DirectedMass"),
                   ("HangingMass",)),
         SceneType("Rotation", (1, 1), ("PendulumEntity",), category="rotation"),
-        SceneType("RigidBodyRotation", (1, 1), ("RigidRotationEntity",), analytic=False,
+        SceneType("RigidBodyRotation", (1, 1), ("RigidRotationEntity",),
                   category="rotation"),
         SceneType("BasicCollision", (1, 1), ("CollisionPair",), category="collision"),
         SceneType("IntermediateCollision", (1, 1), ("CollisionPair",), category="collision"),
-        SceneType("AdvancedCollision", (1, 1), ("ComplexCollisionPlane",), analytic=False,
+        SceneType("AdvancedCollision", (1, 1), ("ComplexCollisionPlane",),
                   category="collision"),
         SceneType("SpringBlockSystems", (1, 1), ("SpringBlockEntity",), category="spring"),
-        SceneType("DifficultPulley", (1, 1), ("MassWithMovablePulley",), analytic=False),
-        SceneType("DifficultSpringMass", (1, 1), ("SpringMassPlaneEntity",), analytic=False,
+        SceneType("DifficultPulley", (1, 1), ("MassWithMovablePulley",)),
+        SceneType("DifficultSpringMass", (1, 1), ("SpringMassPlaneEntity",),
                   category="spring"),
-        SceneType("DifficultOrbitalMotion", (1, 1), ("OrbitalMotionEntity",), analytic=False,
+        SceneType("DifficultOrbitalMotion", (1, 1), ("OrbitalMotionEntity",),
                   category="orbital"),
-        SceneType("DifficultRocket", (1, 1), ("RocketEntity",), analytic=False,
+        SceneType("DifficultRocket", (1, 1), ("RocketEntity",),
                   category="orbital"),
         SceneType("DifficultProjectile", (1, 1), ("ThrowingMotionEntity",),
                   category="projectile"),
-        SceneType("DifficultElectroMagnetic", (1, 1), ("ElectroMagneticEntity",), analytic=False,
+        SceneType("DifficultElectroMagnetic", (1, 1), ("ElectroMagneticEntity",),
                   category="orbital"),
     ]
 }  # fmt: skip
@@ -89,6 +89,10 @@ def _u(lo: float, hi: float) -> Sampler:
 
 def _c(*vals: float) -> Sampler:
     return lambda r: float(r.choice(vals))
+
+
+def _signed(lo: float, hi: float) -> Sampler:
+    return lambda r: round(r.choice((-1, 1)) * r.uniform(lo, hi), 2)
 
 
 # Parameter tables per entity type and difficulty (EASY, MEDIUM, HARD).
@@ -118,21 +122,40 @@ _TABLE: dict[str, dict[str, tuple[Sampler, Sampler, Sampler]]] = {
     "PendulumEntity": {"mass": (_u(0.5, 2), _u(0.5, 5), _u(0.1, 10)),
                        "length": (_u(0.5, 2), _u(0.2, 3), _u(0.1, 5)),
                        "angle": (_u(5, 15), _u(10, 60), _u(10, 170))},
-    "RigidRotationEntity": {"mass": (_u(1, 5),) * 3, "radius": (_u(0.1, 1),) * 3,
-                            "torque": (_u(-5, 5),) * 3},
+    "RigidRotationEntity": {"mass": (_u(1, 3), _u(0.5, 5), _u(0.1, 10)),
+                            "radius": (_u(0.1, 0.3), _u(0.1, 0.5), _u(0.05, 0.8)),
+                            "torque": (_u(0.5, 5), _u(-5, 5), _u(-10, 10)),
+                            "inertia_factor": (_c(0.5, 1.0), _c(0.5, 1.0, 0.4),
+                                               _c(0.5, 1.0, 0.4, 0.33)),
+                            "offset": (_c(0.0), _u(0, 0.3), _u(0, 0.8)),
+                            "angle": (_c(0.0), _c(0, 30, 60, 90), _u(-170, 170))},
     "DiskRackWithSphereEntity": {"mass": (_u(1, 5),) * 3, "radius": (_u(0.1, 1),) * 3,
                                  "angle": (_u(10, 60),) * 3},
-    "ComplexCollisionPlane": {"mass_1": (_u(1, 5),) * 3, "mass_2": (_u(1, 5),) * 3,
-                              "speed": (_u(1, 10),) * 3, "restitution": (_u(0, 1),) * 3},
-    "SpringMassPlaneEntity": {"mass": (_u(1, 5),) * 3, "stiffness": (_u(5, 100),) * 3,
-                              "angle": (_u(10, 60),) * 3},
-    "MassWithMovablePulley": {"mass": (_u(1, 5),) * 3},
-    "OrbitalMotionEntity": {"mass": (_u(1, 100),) * 3, "central_mass": (_c(5.97e24),) * 3,
-                            "radius": (_u(6.5e6, 4e7),) * 3},
-    "RocketEntity": {"mass": (_u(100, 1000),) * 3, "fuel_mass": (_u(100, 1000),) * 3,
-                     "exhaust_speed": (_u(1000, 3000),) * 3, "burn_rate": (_u(1, 20),) * 3},
-    "ElectroMagneticEntity": {"mass": (_u(0.01, 0.1),) * 3, "charge": (_u(-0.5, 0.5),) * 3,
-                              "field": (_u(-100, 100),) * 3},
+    "ComplexCollisionPlane": {"mass_1": (_u(1, 5), _u(0.5, 10), _u(0.1, 20)),
+                              "mass_2": (_u(1, 5), _u(0.5, 10), _u(0.1, 20)),
+                              "speed": (_u(1, 5), _u(1, 10), _u(1, 10)),
+                              "restitution": (_c(1.0, 0.0), _u(0, 1), _u(0, 1)),
+                              "radius": (_u(0.05, 0.2),) * 3,
+                              "gap": (_u(0.5, 2), _u(0.5, 3), _u(0.5, 5)),
+                              "offset": (_c(0.0), _u(-0.09, 0.09), _u(-0.09, 0.09))},
+    "SpringMassPlaneEntity": {"mass": (_u(0.5, 2), _u(0.5, 5), _u(0.1, 10)),
+                              "stiffness": (_u(10, 50), _u(5, 100), _u(1, 500)),
+                              "angle": (_c(30, 45, 60), _u(15, 60), _u(5, 85))},
+    "MassWithMovablePulley": {"mass": (_u(1, 5), _u(0.5, 10), _u(0.1, 20)),
+                              "counterweight": (_u(1, 5), _u(0.5, 10), _u(0.1, 20))},
+    "OrbitalMotionEntity": {"mass": (_u(0.5, 3), _u(0.1, 5), _u(0.1, 10)),
+                            "central_mass": (_u(10, 50), _u(5, 50), _u(1, 100)),
+                            "radius": (_u(1, 2), _u(1, 5), _u(1, 10)),
+                            "central_radius": (_c(0.1),) * 3},
+    "RocketEntity": {"mass": (_u(0.5, 2),) * 3,
+                     "fuel_mass": (_u(0.2, 1), _u(0.2, 2), _u(0.1, 3)),
+                     "burn_rate": (_u(0.1, 0.5), _u(0.05, 0.5), _u(0.02, 0.5))},
+    "ElectroMagneticEntity": {"mass": (_u(0.5, 1.5),) * 3,
+                              "charge": (_signed(1, 3),) * 3,
+                              "speed": (_u(0.5, 3),) * 3,
+                              "e_field": (_u(0.1, 2),) * 3,
+                              "e_angle": (_u(0, 360),) * 3,
+                              "b_field": (_u(0.1, 2),) * 3},
 }  # fmt: skip
 
 _DIFF_INDEX = {d: i for i, d in enumerate(DIFFICULTIES)}
@@ -144,6 +167,18 @@ def sample_parameters(entity_type: str, rng: random.Random, difficulty: str) -> 
     params = {k: v[i](rng) for k, v in _TABLE[entity_type].items()}
     if "mu_k" in params and params["mu_k"] > 0:
         params["mu_s"] = round(params["mu_k"] + rng.uniform(0.0, 0.1), 2)
+    if entity_type == "OrbitalMotionEntity":
+        # Launch speed near the circular one, sqrt(G M / r) with G = 1 (never into the body).
+        f = (1.0, rng.uniform(0.8, 1.2), rng.uniform(0.6, 1.3))[i]
+        params["speed"] = round(f * (params["central_mass"] / params["radius"]) ** 0.5, 2)
+    if entity_type == "RocketEntity":
+        # Exhaust speed from a thrust-to-weight ratio at ignition (HARD may wait on the pad).
+        twr = (rng.uniform(2.0, 3.0), rng.uniform(1.2, 3.0), rng.uniform(0.8, 3.0))[i]
+        m0 = params["mass"] + params["fuel_mass"]
+        params["exhaust_speed"] = round(twr * m0 * 9.81 / params["burn_rate"], 2)
+    if entity_type == "ElectroMagneticEntity" and difficulty != "HARD":
+        # Single-field modes (uniform electric or magnetic); HARD keeps both (E x B drift).
+        params["b_field" if rng.random() < 0.5 else "e_field"] = 0.0
     return params
 
 

@@ -1,4 +1,4 @@
-"""MuJoCo engine (extra ``mujoco``): the same families as the analytic engine, simulated.
+"""MuJoCo engine (extra ``mujoco``): the analytic engine's first ten families, simulated.
 
 Each connected component becomes one MJCF model compiled headless (no rendering, no OpenGL)
 and stepped with MuJoCo's RK4 integrator at ``dt``, as in the paper's recorder (Sec. 3.2):
@@ -9,7 +9,8 @@ and 1-D collisions use the paper's impulse correction after ``mj_step`` (restitu
 the normal velocity) instead of MuJoCo's soft contacts.
 
 Parity with :class:`~sim2reason.engines.AnalyticEngine` is tested to a relative 1e-3 on
-MuJoCo 3.2.0, 3.3.4 and 4.0.0; other major.minor versions warn once.
+MuJoCo 3.2.0, 3.3.4 and 4.0.0; other major.minor versions warn once. The seven families of
+:mod:`sim2reason.families` have no MuJoCo model here (an error points to the analytic engine).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sim2reason.engines import (
     components,
     solve_string_chain,
 )
-from sim2reason.errors import ConfigError
+from sim2reason.errors import ConfigError, UnsupportedFamilyError
 from sim2reason.recording import Recording
 
 __all__ = ["TESTED_MUJOCO", "MuJoCoEngine"]
@@ -69,10 +70,11 @@ _HEAD = """<mujoco><option timestep="{dt}" integrator="RK4" gravity="0 0 -{g}"/>
 
 
 class MuJoCoEngine:
-    """Simulate scenes in MuJoCo (RK4, headless); same families as the analytic engine."""
+    """Simulate scenes in MuJoCo (RK4, headless): the analytic engine's string, pushed-block,
+    projectile, 1-D collision, spring and pendulum families."""
 
     name = "mujoco"
-    families = ANALYTIC_FAMILIES
+    families = ANALYTIC_FAMILIES[:10]
 
     def __init__(self, record_every: int = 1, solref: float | None = None) -> None:
         if not isinstance(record_every, int) or record_every < 1:
@@ -91,7 +93,13 @@ class MuJoCoEngine:
             for e in c.entities:
                 rec.families[e.name] = c.family
             kind = ENTITY_TYPES[c.entities[0].type].family
-            getattr(self, f"_{kind}")(c, dt, n, t, rec)
+            method = getattr(self, f"_{kind}", None)
+            if method is None:
+                raise UnsupportedFamilyError(
+                    f"family {c.family!r} (entity {c.entities[0].name!r}) has no MuJoCo model "
+                    "here; use the analytic engine (get_engine('analytic')) for it"
+                )
+            method(c, dt, n, t, rec)
             if rec.unstable:
                 break
         return rec.check_finite()

@@ -52,6 +52,8 @@ QUANTITIES: dict[str, tuple[str, ...]] = {
                    "potential_energy_change", "acceleration"),
     "orbital": ("net_force", "acceleration", "displacement", "velocity", "kinetic_energy",
                 "potential_energy_change"),
+    "rigid_rotation": ("angular_velocity", "angular_acceleration", "angular_momentum",
+                       "net_torque", "kinetic_energy", "moment_of_inertia"),
 }  # fmt: skip
 
 PHRASES: dict[str, tuple[str, str]] = {
@@ -64,6 +66,9 @@ PHRASES: dict[str, tuple[str, str]] = {
     "momentum": ("magnitude of the linear momentum of", "kg m/s"),
     "angular_velocity": ("magnitude of the angular velocity of", "rad/s"),
     "angular_acceleration": ("magnitude of the angular acceleration of", "rad/s^2"),
+    "angular_momentum": ("magnitude of the angular momentum about its axle of", "kg m^2/s"),
+    "net_torque": ("magnitude of the net torque about its axle on", "N m"),
+    "moment_of_inertia": ("moment of inertia about its axle of", "kg m^2"),
     "tension": ("tension in", "N"),
 }
 
@@ -78,7 +83,9 @@ _SYMBOL = {"mass": "m", "force": "F", "mu_k": r"\mu", "mu_s": r"\mu_s", "angle":
            "velocity_1": "u_1", "velocity_2": "u_2", "gap": "d", "stiffness": "k",
            "amplitude": "A", "length": "L", "radius": "r", "torque": r"\tau",
            "central_mass": "M", "fuel_mass": "m_f", "exhaust_speed": "v_e", "burn_rate": "b",
-           "charge": "q", "field": "E"}  # fmt: skip
+           "charge": "q", "e_field": "E", "b_field": "B", "e_angle": r"\theta_E",
+           "counterweight": "M", "inertia_factor": "c", "offset": "b",
+           "central_radius": "R"}  # fmt: skip
 
 
 def symbol_for(entity: str, param: str) -> str:
@@ -183,6 +190,11 @@ def describe_entity(e: Entity, symbolic: bool = False, masked: str | None = None
             f"A pendulum {n} has a bob of mass {v('mass')} kg on a light rod of length "
             f"{v('length')} m and is released from rest at {v('angle')} degrees from the vertical."
         )
+    from sim2reason.families import describe_entity as describe_more
+
+    text = describe_more(e, v)
+    if text is not None:
+        return text
     params = ", ".join(f"{k} {v(k)}" for k in ENTITY_TYPES[t].params if k in e.parameters)
     return f"An object {n} ({t}) has {params}."  # fmt: skip
 
@@ -200,7 +212,9 @@ COMPACT_NAMES = {"net_force": "net force", "acceleration": "acceleration",
                  "displacement": "displacement", "velocity": "velocity",
                  "kinetic_energy": "kinetic energy", "potential_energy_change": "PE change",
                  "momentum": "momentum", "angular_velocity": "angular velocity",
-                 "angular_acceleration": "angular acceleration", "tension": "tension"}  # fmt: skip
+                 "angular_acceleration": "angular acceleration", "tension": "tension",
+                 "angular_momentum": "angular momentum", "net_torque": "net torque",
+                 "moment_of_inertia": "moment of inertia"}  # fmt: skip
 
 
 def describe(scene: Scene, symbolic: bool = False, masked: str | None = None,
@@ -235,10 +249,13 @@ def describe(scene: Scene, symbolic: bool = False, masked: str | None = None,
 
 
 def body_phrase(body: str) -> str:
-    """``"pair0.block_1"`` -> ``"block 1 of pair0"``; single-body entities by name."""
+    """``"pair0.block_1"`` -> ``"block 1 of pair0"``, ``"pulley0.load"`` -> ``"the load of
+    pulley0"``; single-body entities by name."""
     ent, _, part = body.partition(".")
-    if part in ("block_1", "block_2"):
-        return f"block {part[-1]} of {ent}"
+    if part[-2:] in ("_1", "_2"):
+        return f"{part[:-2]} {part[-1]} of {ent}"
+    if part in ("load", "counterweight"):
+        return f"the {part} of {ent}"
     return ent
 
 
@@ -246,13 +263,17 @@ def _string_phrase(name: str, scene: Scene) -> str:
     for t in scene.connections:
         if t.name == name:
             return f"the string connecting {t.ends[0].entity} to {t.ends[1].entity}"
-    return f"the rod of {name.split('.')[0]}"
+    ent, _, part = name.partition(".")
+    return f"the {part.replace('_', ' ')} of {ent}"  # an entity's own string: "the rod of p0"
 
 
 def _category(scene: Scene, body: str) -> str:
+    from sim2reason.families import CATEGORY
     from sim2reason.generate import SCENE_TYPES
 
     etype = scene.entity(body.split(".")[0]).type
+    if etype in CATEGORY:
+        return CATEGORY[etype]
     if etype in ("PendulumEntity", "RigidRotationEntity", "DiskRackWithSphereEntity"):
         return "rotation"
     if etype == "ThrowingMotionEntity":
@@ -362,7 +383,8 @@ def _perturbed(scene: Scene, ent: str, key: str, value: float) -> Scene:
 
 
 def _chain_expr(scene: Scene, attr: str) -> sp.Expr | None:
-    """Closed-form sympy expression of a string-chain or pushed-block quantity (magnitude)."""
+    """Closed-form sympy expression of a quantity (its magnitude): pushed blocks and string
+    chains here, the other closed-form families in :func:`sim2reason.families.symbolic_expr`."""
     head, _, quantity = attr.rpartition(".")
     t, g = sp.Symbol("t"), sp.Symbol("g")
     for comp in components(scene):
@@ -419,7 +441,9 @@ def _chain_expr(scene: Scene, attr: str) -> sp.Expr | None:
                  "momentum": mass * a * t, "kinetic_energy": mass * (a * t) ** 2 / 2,
                  "potential_energy_change": mass * g * uz * s}  # fmt: skip
         return table.get(quantity)
-    return None
+    from sim2reason.families import symbolic_expr
+
+    return symbolic_expr(scene, attr)
 
 
 def _parse_solution(solution: str, mapping: dict[str, float]) -> tuple[sp.Expr, dict[str, str]]:
@@ -435,7 +459,9 @@ def _parse_solution(solution: str, mapping: dict[str, float]) -> tuple[sp.Expr, 
     text = solution
     for i, name in enumerate(n for n in names if n in mapping):
         safe[f"s{i}__"] = name
-        text = text.replace(name, f"s{i}__")
+        # Whole names only: the ``t`` of ``sqrt`` is not the symbol t.
+        pattern = r"(?<![A-Za-z0-9_\\])" + re.escape(name) + r"(?![A-Za-z0-9_{])"
+        text = re.sub(pattern, f"s{i}__", text)
     funcs = {"sin": sp.sin, "cos": sp.cos, "tan": sp.tan, "sqrt": sp.sqrt, "g": sp.Symbol("g")}
     unknown = sorted(n for n in names if n not in mapping and n not in funcs and "_" in n)
     if unknown:
@@ -509,7 +535,9 @@ def generate_qa(
     Times are drawn from the second half of the recording (or from multiples of
     ``time_grid`` there). Unstable recordings give no questions. Reverse questions re-simulate
     with ``engine`` (default analytic) to keep only parameters the given quantity depends on;
-    symbolic ones cover pushed blocks and string chains (closed forms). ``quantities``
+    symbolic ones cover the families with closed forms (pushed blocks, string chains, springs,
+    the movable pulley, the rigid body on a central axle, charges in a single uniform field).
+    ``quantities``
     restricts the menu; ``style="compact"`` uses the terse templates (numeric questions only).
     """
     if style != "full" and kind != "numeric":

@@ -110,7 +110,24 @@ class Recording:
         return float(row[idx])
 
     def check_finite(self) -> Recording:
-        """Mark the recording unstable (with a reason) if any array holds NaN or Inf."""
+        """Mark the recording unstable (with a reason) if any array holds NaN or Inf.
+
+        Arrays that are views of one buffer (as the analytic engine records a body) are
+        checked through that buffer once; only a failing buffer is searched for the culprit.
+        """
+        checked: set[int] = set()
+        for group in (self.bodies, self.strings):
+            for qs in group.values():
+                for arr in qs.values():
+                    base = arr.base if isinstance(arr.base, np.ndarray) else arr
+                    if id(base) in checked:
+                        continue
+                    checked.add(id(base))
+                    if not np.isfinite(base).all():
+                        return self._mark_first_non_finite()
+        return self
+
+    def _mark_first_non_finite(self) -> Recording:
         for group in (self.bodies, self.strings):
             for name, qs in group.items():
                 for q, arr in qs.items():

@@ -217,7 +217,11 @@ class _Reader:
             if name == "pi":
                 return math.pi
             if name in _FUNCS:
-                return _FUNCS[name](self.factor())
+                power = 1.0
+                if (t := self.peek()) and t[1] == "^":  # \sin^{2}{x} = (\sin x)^2
+                    self.take()
+                    power = self.atom_or_group()
+                return _FUNCS[name](self.factor()) ** power
         raise ValueError(f"unknown token {val!r}")
 
     def atom_or_group(self) -> float:
