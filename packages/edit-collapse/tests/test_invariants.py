@@ -196,3 +196,84 @@ def test_locality_uses_original_outputs_in_sequential_mode(random_pair, small_wo
         assert (changed == 0) == all(r["loc"] == 1.0 for r in rows)
     finally:
         h.restore()
+
+
+@pytest.mark.parametrize(
+    ("hook", "frozen"),
+    [
+        ("model.layers.1", ["model.layers.0", "model.layers.1"]),
+        ("model.layers.1.mlp.down_proj", ["model.layers.0", "model.layers.1.mlp.down_proj"]),
+    ],
+)
+def test_v_star_replay_is_bit_identical(random_pair, small_world, hook, frozen):
+    """v*/z* with the blocks below the hooked module (and the module itself) replayed from one
+    pass equals, bit for bit, v*/z* recomputing the whole forward in every step."""
+    from edit_collapse import core
+
+    model, tok = random_pair
+    assert core.frozen_modules(model, hook) == frozen
+    cfg = EditConfig("MEMIT", layers=[1], v_num_grad_steps=6, context_template_length_params=CTX)
+    tpl = core.context_templates(model, tok, CTX, 0)
+    reqs = world_requests(small_world, 2)
+    full, init_full = core.optimize_target(model, tok, cfg, reqs, hook, tpl, replay=False)
+    fast, init_fast = core.optimize_target(model, tok, cfg, reqs, hook, tpl, replay=True)
+    assert torch.equal(full, fast) and torch.equal(init_full, init_fast)
+    assert not torch.equal(full, init_full)  # the optimisation moved v*
+
+
+def test_replay_outputs_skips_the_frozen_blocks(random_pair):
+    from edit_collapse import core
+
+    model, _ = random_pair
+    ids = torch.randint(4, 20, (2, 7))
+    att = torch.ones_like(ids)
+    att[1, 5:] = 0
+    calls: list[int] = []
+    h = model.model.layers[0].self_attn.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        with torch.no_grad():
+            ref = model(input_ids=ids, attention_mask=att, use_cache=False).logits
+            with core.replay_outputs(model, ["model.layers.0"], ids, att):
+                n = len(calls)
+                out = model(input_ids=ids, attention_mask=att, use_cache=False).logits
+                assert len(calls) == n  # block 0 did not run
+            model(input_ids=ids, attention_mask=att, use_cache=False)
+    finally:
+        h.remove()
+    assert torch.equal(ref, out)
+    assert len(calls) == n + 1  # restored after the context
+    assert "forward" not in model.model.layers[0].__dict__
+
+
+def test_ft_replay_matches_the_full_forward(random_pair, small_world):
+    """FT in eval mode replays the blocks below the trained layer; in train mode (no dropout in
+    this model) it recomputes them: the trained weights are bit-identical."""
+    model, tok = random_pair
+    cfg = EditConfig("FT", layers=[2], lr=5e-3, num_steps=5)
+    req = world_requests(small_world, 1)
+    name = cfg.rewrite_module_tmp or "model.layers.2.mlp.down_proj"
+    got = []
+    for train in (False, True):
+        model.train(train)
+        try:
+            h = FTEditor(cfg).apply(model, tok, req)
+            got.append(model.get_parameter(f"{name}.weight").detach().clone())
+            h.restore()
+        finally:
+            model.eval()
+    assert torch.equal(got[0], got[1])
+    assert not torch.equal(got[0], h.originals[f"{name}.weight"])
+
+
+def test_bm25_index_follows_the_memory(small_world):
+    """The BM25 index is built once per memory state and rebuilt when the memory changes."""
+    from edit_collapse.retrieval import Encoder
+
+    docs = [f.sentence(0) for f in small_world.facts[:8]]
+    more = docs + [f.sentence(0) for f in small_world.facts[8:16]]
+    query = small_world.facts[10].prompt(1)
+    enc = Encoder("bm25")
+    first = enc.top_k(query, docs, 3)
+    assert enc.top_k(query, docs, 3) == first == Encoder("bm25").top_k(query, docs, 3)
+    assert enc.top_k(query, more, 3) == Encoder("bm25").top_k(query, more, 3)
+    assert 10 in enc.top_k(query, more, 3)

@@ -74,12 +74,17 @@ def _retrieval_ratio(world_pair, world) -> float:
 
 @pytest.mark.xfail(
     strict=False,
-    reason="at the edge of the target on this CPU: 2.11x and 2.64x measured, one run under 1.5x",
+    reason="over the target on this CPU: 1.68x-2.11x measured (the gate forward alone costs "
+    "about 0.75 of the unedited 2-token answer), one early run under 1.5x",
 )
 def test_retrieval_overhead_at_most_1_5x(world_pair, world):
     """Retrieval (k = 3, 50 facts in memory, BM25, yes/no gate in one forward) answers within
     1.5x the unedited model's latency (greedy, 2 new tokens). Measured on the shared 2-core
-    machine: 2.11x (29.4 vs 13.9 ms per query; the gate's forward of the k questions costs about
-    half a 2-token generation, the longer prompt the rest), one earlier run under 1.5x; 2.64x
-    before the gate became one forward. Not strict: the ratio moves with the machine's load."""
+    machine: 2.11x (29.4 vs 13.9 ms per query) before and 1.68x / 2.11x (69.8 vs 41.6 and 70.0
+    vs 33.2 ms per query, load 3.5-5) after the BM25 index was cached per memory state and the
+    gate forward stopped building a KV cache; 2.64x before the gate became one forward. Per
+    query (load 3.6): unedited answer 23.1 ms, retrieval 0.4 ms, gate forward over the k
+    questions 17.3 ms, answer on the longer prompt 28.8 ms: the gate forward alone is 0.75 of
+    the unedited answer, so the target needs a gate cheaper than one forward of this model.
+    Not strict: the ratio moves with the machine's load."""
     assert _retrieval_ratio(world_pair, world) <= 1.5

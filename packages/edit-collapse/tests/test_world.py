@@ -79,6 +79,26 @@ def test_gate_leaves_irrelevant_queries_unchanged(world_pair, world):
     print(f"gate false accepts: {false_accepts}/{len(queries)}")
 
 
+def test_batched_gate_matches_per_query_transform(world_pair, world):
+    """Evaluation transforms many prompts at once (the relevance questions of 16 queries share a
+    forward): the prompts equal those of the per-query path (the same gate decisions)."""
+    model, tok = world_pair
+    reqs = world_requests(world, 20, seed=7)
+    ed = world_editor("retrieval", world)
+    ed.apply(model, tok, reqs)
+    _, held = W.reasoning_problems(0)
+    queries = [r.prompt for r in reqs] + [p for r in reqs for p in r.rephrase]
+    queries += [p for r in reqs for ps in r.locality.values() for p, _ in ps] + [
+        p for p, _ in held[::25]
+    ]
+    want = [ed.transform(model, tok, q) for q in queries]
+    assert ed.transform_many(model, tok, queries) == want
+    assert ed.transform_many(model, tok, queries, per_forward=1) == want
+    assert M.transform_all(ed.wrap(model, tok), queries) == want
+    kept = sum(w != q for w, q in zip(want, queries, strict=True))
+    assert 0 < kept < len(queries)
+
+
 def test_reasoning_scorer_matches_lm_eval(world_pair, tmp_path):
     pytest.importorskip("lm_eval")
     from edit_collapse.capability import REASONING_TASK, evaluate_capabilities, write_reasoning_task

@@ -5,7 +5,8 @@ AlphaEdit at their top layer."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -155,6 +156,61 @@ def context_templates(
     return out
 
 
+def frozen_modules(model: Any, hook_name: str, include_hook: bool = True) -> list[str]:
+    """Modules whose outputs do not depend on a change at ``hook_name``'s output (or weights):
+    every decoder block before the one holding ``hook_name``, and (``include_hook``)
+    ``hook_name`` itself."""
+    from llmcore.errors import ConfigError
+    from llmcore.hooks import layer_module_names
+
+    try:
+        blocks = layer_module_names(model)
+    except ConfigError:  # no recognisable decoder stack: freeze the hook only
+        blocks = []
+    out: list[str] = []
+    for b in blocks:
+        if hook_name == b or hook_name.startswith(b + "."):
+            break
+        out.append(b)
+    else:
+        out = []
+    return [*out, hook_name] if include_hook else out
+
+
+@contextmanager
+def replay_outputs(
+    model: Any, names: Sequence[str], ids: torch.Tensor, att: torch.Tensor
+) -> Iterator[None]:
+    """Run ``model`` once on ``(ids, att)`` without gradients, then, inside the context, make
+    each module in ``names`` return that pass's output without computing (forward hooks such
+    as ``intervene`` still run on it). Every later forward must use the same ``ids``/``att``
+    and unchanged weights below and at ``names``: the result is then bit-identical to the full
+    forward, which lets an optimisation of a delta at one module skip the layers below it."""
+    mods = {n: module(model, n) for n in names}
+    seen: dict[str, Any] = {}
+    handles = [
+        m.register_forward_hook(lambda _m, _a, o, n=n: seen.__setitem__(n, o))
+        for n, m in mods.items()
+    ]
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, attention_mask=att, use_cache=False)
+    finally:
+        for h in handles:
+            h.remove()
+    saved = {n: m.__dict__.get("forward") for n, m in mods.items()}
+    try:
+        for n, m in mods.items():
+            m.forward = lambda *_a, _o=seen[n], **_k: _o
+        yield
+    finally:
+        for n, m in mods.items():
+            if saved[n] is None:
+                del m.forward
+            else:
+                m.forward = saved[n]
+
+
 def optimize_target(
     model: Any,
     tok: Any,
@@ -162,12 +218,16 @@ def optimize_target(
     requests: Sequence[EditRequest],
     hook_name: str,
     templates: Sequence[str],
+    replay: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """v*/z* per request: ``delta`` added to ``hook_name``'s output at the subject's last token,
     optimised so the model emits ``target_new`` after every prefixed prompt, plus
     ``kl_factor`` x KL on ``"{subject} is a"`` and ``v_weight_decay`` x ||delta||^2/||v||^2, with
     ||delta|| clamped to ``clamp_norm_factor`` x ||v|| (ROME §3.1; MEMIT eq. 16).
-    Returns ``(targets, inits)``, each ``[n, d]``."""
+    Returns ``(targets, inits)``, each ``[n, d]``. With ``replay`` (and the model in eval mode)
+    the blocks below ``hook_name`` and the hooked module itself run once per request and their
+    outputs are replayed in every step (:func:`replay_outputs`: the same values, without the
+    recomputation)."""
     from llmcore.hooks import intervene
 
     dev = device_of(model)
@@ -204,30 +264,38 @@ def optimize_target(
         ) -> torch.Tensor:
             return out + mask.to(out.dtype) * delta.to(out.dtype)
 
-        for _ in range(cfg.v_num_grad_steps):
-            with intervene(model, {hook_name: add_delta}):
-                logits = model(input_ids=ids, attention_mask=att).logits.float()
-            logp = torch.log_softmax(logits, -1)
-            nll = 0.0
-            for i in range(n_rw):
-                pos = torch.arange(label_pos[i], label_pos[i] + len(tgt), device=dev)
-                nll = nll - logp[i, pos, tgt_t].sum() / len(tgt)
-            nll = nll / n_rw
-            kl_lp = logp[n_rw, idxs[n_rw]]
-            if kl_ref is None:
-                kl_ref = kl_lp.detach()
-            kl = torch.nn.functional.kl_div(kl_lp, kl_ref, log_target=True, reduction="sum")
-            wd = cfg.v_weight_decay * delta.norm() ** 2 / init.norm() ** 2
-            loss = nll + cfg.kl_factor * kl + wd
-            if float(nll.detach()) < 5e-2:
-                break
-            (g,) = torch.autograd.grad(loss, [delta])
-            delta.grad = g
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            with torch.no_grad():
-                if delta.norm() > max_norm:
-                    delta.mul_(max_norm / delta.norm())
+        frozen = (
+            replay_outputs(model, frozen_modules(model, hook_name), ids, att)
+            if replay and not model.training
+            else nullcontext()
+        )
+        with frozen:
+            for _ in range(cfg.v_num_grad_steps):
+                with intervene(model, {hook_name: add_delta}):
+                    logits = model(
+                        input_ids=ids, attention_mask=att, use_cache=False
+                    ).logits.float()
+                logp = torch.log_softmax(logits, -1)
+                nll = 0.0
+                for i in range(n_rw):
+                    pos = torch.arange(label_pos[i], label_pos[i] + len(tgt), device=dev)
+                    nll = nll - logp[i, pos, tgt_t].sum() / len(tgt)
+                nll = nll / n_rw
+                kl_lp = logp[n_rw, idxs[n_rw]]
+                if kl_ref is None:
+                    kl_ref = kl_lp.detach()
+                kl = torch.nn.functional.kl_div(kl_lp, kl_ref, log_target=True, reduction="sum")
+                wd = cfg.v_weight_decay * delta.norm() ** 2 / init.norm() ** 2
+                loss = nll + cfg.kl_factor * kl + wd
+                if float(nll.detach()) < 5e-2:
+                    break
+                (g,) = torch.autograd.grad(loss, [delta])
+                delta.grad = g
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                with torch.no_grad():
+                    if delta.norm() > max_norm:
+                        delta.mul_(max_norm / delta.norm())
         out = (init + delta).detach()
         if not torch.isfinite(out).all():
             raise EditDivergedError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -265,8 +266,22 @@ class FTEditor(Editor):
         for i, (row, m) in enumerate(zip(rows, spans, strict=True)):
             labels[i, len(row) - m : len(row)] = ids[i, len(row) - m : len(row)]
         opt = torch.optim.Adam(ws, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        # the blocks below the first trained module keep their weights: run them once
+        first = min(names, key=lambda n: len(core.frozen_modules(model, n, include_hook=False)))
+        below = core.frozen_modules(model, first, include_hook=False)
+        with (
+            core.replay_outputs(model, below, ids, att)
+            if below and not model.training
+            else nullcontext()
+        ):
+            self._steps(model, ids, att, labels, ws, orig, opt)
+        for n, w, o in zip(names, ws, orig, strict=True):
+            core.check_update(w.detach() - o, f"FT at {n}")
+
+    def _steps(self, model: Any, ids: torch.Tensor, att: torch.Tensor, labels: torch.Tensor,
+               ws: list[torch.nn.Parameter], orig: list[torch.Tensor], opt: Any) -> None:  # fmt: skip
         for _ in range(self.cfg.num_steps):
-            logits = model(input_ids=ids, attention_mask=att).logits.float()
+            logits = model(input_ids=ids, attention_mask=att, use_cache=False).logits.float()
             loss = torch.nn.functional.cross_entropy(
                 logits[:, :-1].reshape(-1, logits.shape[-1]),
                 labels[:, 1:].reshape(-1),
@@ -284,8 +299,6 @@ class FTEditor(Editor):
                 with torch.no_grad():
                     for w, o in zip(ws, orig, strict=True):
                         w.copy_(torch.clamp(w, o - eps, o + eps))
-        for n, w, o in zip(names, ws, orig, strict=True):
-            core.check_update(w.detach() - o, f"FT at {n}")
 
 
 class ROMEEditor(Editor):

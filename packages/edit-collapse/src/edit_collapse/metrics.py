@@ -27,16 +27,27 @@ def transform_of(model: Any) -> tuple[Any, Transform]:
     return model, _identity
 
 
+def transform_all(model: Any, prompts: Sequence[str]) -> list[str]:
+    """The prompts through the generator's transform, batched when it can batch them."""
+    _, tf = transform_of(model)
+    if tf is _identity:
+        return list(prompts)
+    many = getattr(model, "transform_many", None)
+    return many(prompts) if many is not None else [tf(p) for p in prompts]
+
+
 @torch.no_grad()
 def target_argmax(model: Any, tok: Any, pairs: Sequence[tuple[str, str]], batch_size: int = 64,
                   eos: bool = False) -> list[tuple[list[int], list[int]]]:  # fmt: skip
     """For each ``(prompt, target)``: ``(predicted ids, target ids)`` at the target positions,
     teacher-forced (the logits at position t predict token t+1). ``eos=True`` appends the
     tokenizer's eos to the target."""
-    hf, tf = transform_of(model)
+    hf, _ = transform_of(model)
     rows, spans = [], []
-    for p, t in pairs:
-        pid = core.encode(tok, tf(p))
+    for p, t in zip(
+        transform_all(model, [p for p, _ in pairs]), [t for _, t in pairs], strict=True
+    ):
+        pid = core.encode(tok, p)
         tid = core.target_ids(tok, t) + ([tok.eos_token_id] if eos else [])
         rows.append(pid + tid)
         spans.append((len(pid), tid))

@@ -98,6 +98,7 @@ class Encoder:
             raise EditInputError(f"encoder={kind!r}: use 'embed', 'bm25', 'hidden' or 'auto'")
         self.kind, self.model, self.tok, self.name = kind, model, tok, name
         self._st: Any = None
+        self._bm25: tuple[tuple[str, ...], Any] | None = None
         if kind == "embed":
             try:
                 from sentence_transformers import SentenceTransformer
@@ -115,7 +116,10 @@ class Encoder:
         if self.kind == "bm25":
             from rank_bm25 import BM25Okapi
 
-            bm = BM25Okapi([_terms(d) for d in docs])
+            key = tuple(docs)
+            if self._bm25 is None or self._bm25[0] != key:  # index once per memory state
+                self._bm25 = (key, BM25Okapi([_terms(d) for d in docs]))
+            bm = self._bm25[1]
             scores = np.asarray(bm.get_scores(_terms(query)))
             order = [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
             if len(docs) > 2:
@@ -178,6 +182,13 @@ class EditedGenerator:
 
     def transform(self, prompt: str) -> str:
         return self.editor.transform(self.model, self.tok, prompt)
+
+    def transform_many(self, prompts: Sequence[str]) -> list[str]:
+        """``[transform(p) for p in prompts]``, batching what the editor can batch."""
+        many = getattr(self.editor, "transform_many", None)
+        if many is None:
+            return [self.transform(p) for p in prompts]
+        return many(self.model, self.tok, prompts)
 
     def generate(self, input_ids: Any = None, attention_mask: Any = None, **kwargs: Any) -> Any:
         import torch
@@ -264,16 +275,47 @@ class RetrievalEditor:
         if yes_no is not None:  # one forward over the k questions, next-token logits compared
             lp = self._next_token_logits(model, tok, prompts)
             self.stats["gate_pairs"] += len(prompts)
-            m = self.gate_margin
-            return [
-                f for f, row in zip(facts, lp, strict=True) if row[yes_no[0]] - row[yes_no[1]] > m
-            ]
+            return [f for f, keep in zip(facts, self._keep(lp, yes_no), strict=True) if keep]
         pairs = []
         for q in prompts:
             pairs += [(q, self.fmt.yes), (q, self.fmt.no)]
         lp = completion_logprobs(model, tok, pairs, reduce="sum")
         self.stats["gate_pairs"] += len(pairs)
         return [f for i, f in enumerate(facts) if lp[2 * i] - lp[2 * i + 1] > self.gate_margin]
+
+    def _keep(self, logits: Any, yes_no: tuple[int, int]) -> list[bool]:
+        """``logit(yes) - logit(no) > gate_margin`` per row (the same softmax normaliser cancels:
+        that is ``log P(yes) - log P(no)``)."""
+        d = logits[:, yes_no[0]] - logits[:, yes_no[1]]
+        return [bool(x > self.gate_margin) for x in d]
+
+    def relevant_many(
+        self, model: Any, tok: Any, queries: Sequence[str], facts: Sequence[Sequence[str]],
+        per_forward: int = 1,
+    ) -> list[list[str]]:  # fmt: skip
+        """``[relevant(q, f) for q, f in zip(queries, facts)]``: each query's ``k`` questions
+        are one forward as in :meth:`relevant` (the same padded rows, so the same logits and
+        decisions); ``per_forward`` > 1 packs that many queries' questions into one forward,
+        faster for a small model, at the price of the float rounding of another batch shape."""
+        yes_no = self._answer_tokens(tok)
+        if self.gate == "none" or yes_no is None or per_forward <= 1:
+            return [self.relevant(model, tok, q, f) for q, f in zip(queries, facts, strict=True)]
+        out: list[list[str]] = [[] for _ in queries]
+        todo = [i for i, f in enumerate(facts) if f]
+        for s in range(0, len(todo), per_forward):
+            idx = todo[s : s + per_forward]
+            prompts = [
+                self.fmt.gate.format(fact=f, query=queries[i]) for i in idx for f in facts[i]
+            ]
+            keep = self._keep(self._next_token_logits(model, tok, prompts), yes_no)
+            self.stats["gate_pairs"] += len(prompts)
+            j = 0
+            for i in idx:
+                out[i] = [
+                    f for f, kp in zip(facts[i], keep[j : j + len(facts[i])], strict=True) if kp
+                ]
+                j += len(facts[i])
+        return out
 
     def _answer_tokens(self, tok: Any) -> tuple[int, int] | None:
         """The ids of the yes and no answers when each is one token (else ``None``)."""
@@ -291,13 +333,28 @@ class RetrievalEditor:
         rows = [core.encode(tok, p) for p in prompts]
         ids, att = core.pad_right(rows, core.pad_id(tok), core.device_of(model))
         with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=att).logits
+            logits = model(input_ids=ids, attention_mask=att, use_cache=False).logits
         last = torch.tensor([len(r) - 1 for r in rows], device=logits.device)
         return logits[torch.arange(len(rows), device=logits.device), last].float()
 
     def transform(self, model: Any, tok: Any, query: str) -> str:
         self.stats["queries"] += 1
-        kept = self.relevant(model, tok, query, self.retrieve(model, tok, query))
+        return self._compose(
+            query, self.relevant(model, tok, query, self.retrieve(model, tok, query))
+        )
+
+    def transform_many(
+        self, model: Any, tok: Any, queries: Sequence[str], per_forward: int = 16
+    ) -> list[str]:
+        """:meth:`transform` of many queries (evaluation): the relevance questions of
+        ``per_forward`` queries share one forward (:meth:`relevant_many`)."""
+        queries = list(queries)
+        self.stats["queries"] += len(queries)
+        facts = [self.retrieve(model, tok, q) for q in queries]
+        kept = self.relevant_many(model, tok, queries, facts, per_forward)
+        return [self._compose(q, k) for q, k in zip(queries, kept, strict=True)]
+
+    def _compose(self, query: str, kept: Sequence[str]) -> str:
         if not kept:
             return query
         self.stats["kept"] += len(kept)
@@ -323,6 +380,11 @@ class IKEEditor(RetrievalEditor):
         super().__init__(k=1, encoder=encoder, gate="none", encoder_name=encoder_name)
         self.k_demos = k
         self.pool = [f"New Fact: {r.fact()}\nPrompt: {r.prompt} {r.target_new}" for r in pool]
+
+    def transform_many(
+        self, model: Any, tok: Any, queries: Sequence[str], per_forward: int = 16
+    ) -> list[str]:
+        return [self.transform(model, tok, q) for q in queries]
 
     def transform(self, model: Any, tok: Any, query: str) -> str:
         self.stats["queries"] += 1
