@@ -40,8 +40,11 @@ def evalset_entry(warm_entry):
     return build_evalset()
 
 
-def small_trainer(entry, mode: str, steps: int, *, interval: int = 1, seed: int = 0, **kw):
-    """A fresh trainer on the warm-up model: 4 prompts x 4 generations, 48 new tokens."""
+def small_trainer(
+    entry, mode: str, steps: int, *, interval: int = 1, seed: int = 0, peft_config=None, **kw
+):
+    """A fresh trainer on the warm-up model: 4 prompts x 4 generations, 48 new tokens
+    (``peft_config`` goes to the trainer, ``kw`` to the config)."""
     from selfverify_rl.evaluate import model_prefix
     from selfverify_rl.tasks import ArithmeticTask
     from selfverify_rl.trainer import SelfVerifyGRPOTrainer, cpu_config, make_train_dataset
@@ -58,5 +61,5 @@ def small_trainer(entry, mode: str, steps: int, *, interval: int = 1, seed: int 
     reset_accelerate_state()
     return SelfVerifyGRPOTrainer(
         model=model, args=cfg, processing_class=tok,
-        train_dataset=make_train_dataset(rows, prefix=model_prefix(tok)),
+        train_dataset=make_train_dataset(rows, prefix=model_prefix(tok)), peft_config=peft_config,
     )  # fmt: skip

@@ -55,6 +55,8 @@ _LAZY = {
     "guided_majority_vote": ".evaluate",
     "sft_warmup": ".sft",
     "warmup_pairs": ".sft",
+    "lora_config": ".lora",
+    "load_policy": ".lora",
     "SelfVerifyError": ".errors",
     "SelfVerifyConfigError": ".errors",
     "SelfVerifyDataError": ".errors",

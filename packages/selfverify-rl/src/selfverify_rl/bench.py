@@ -31,7 +31,8 @@ def run_bench(
 ) -> dict[str, Any]:
     """Run every mode for ``steps`` steps from the warm-up fixture (all training prompts, no
     prefilter, 8 prompts x 8 generations) and write the reports; metrics on ``n_eval``
-    problems and ``2 * n_eval`` fixed candidates, majority@8 on up to 64 problems."""
+    problems and ``n_eval`` Yes plus ``n_eval`` No fixed candidates, majority@8 on up to 64
+    problems."""
     import torch
 
     from selfverify_rl.evaluate import (
@@ -47,6 +48,10 @@ def run_bench(
     warm = build_warmup()
     problems, samples = load_evalset(build_evalset())
     problems = problems[:n_eval]
+    # a balanced slice: the stored candidates are all Yes first, then all No
+    samples = [s for s in samples if s.label == "Yes"][:n_eval] + [
+        s for s in samples if s.label == "No"
+    ][:n_eval]
     rows: dict[str, dict[str, Any]] = {}
     # one untimed step first, so trl/accelerate's first-trainer setup is not billed to ``gen``
     train_arm(*warm.load(), replace(ARMS["gen"], steps=1, prefilter=0))
@@ -65,7 +70,7 @@ def run_bench(
         n_gen = max(sum(k in ("gen", "mixed") for k in kinds), 1)
         m = trainer.model.eval()
         g = generation_accuracy(m, tok, problems)
-        v = verification_metrics(m, tok, samples[: 2 * n_eval])
+        v = verification_metrics(m, tok, samples)
         vote = guided_majority_vote(m, tok, problems[: min(64, n_eval)], k=8, m=1)
         rows[name] = {
             "mode": mode, "interval": interval, "steps": steps, "wall_s": round(wall, 2),

@@ -58,6 +58,13 @@ def _cmd_warmup(args: argparse.Namespace) -> int:
     )
     if args.model != "tiny":
         return _sft_warmup(args, spec)
+    if args.use_peft:
+        from selfverify_rl.errors import SelfVerifyConfigError
+
+        raise SelfVerifyConfigError(
+            "--use-peft with --model tiny: the tiny warm-up trains all weights in the llmcore "
+            "zoo; LoRA applies to hub models and checkpoints (give --model <id or folder>)"
+        )
     entry = build_warmup(spec, progress=True, gate=not args.no_gate)
     shutil.copytree(entry.path, args.out, dirs_exist_ok=True)
     print(json.dumps({k: v for k, v in entry.metrics.items() if isinstance(v, int | float)}))
@@ -78,7 +85,8 @@ def _sft_warmup(args: argparse.Namespace, spec: Any) -> int:
     pairs = warmup_pairs(replace(spec, n_docs=args.n_docs), style=args.style, tokenizer=tok,
                          exclude=held)  # fmt: skip
     trainer = sft_warmup(model, tok, pairs, output_dir=args.out, max_steps=spec.steps,
-                         learning_rate=args.lr, batch_size=args.batch_size)  # fmt: skip
+                         learning_rate=args.lr, batch_size=args.batch_size,
+                         peft_config=_peft_config(args))  # fmt: skip
     trainer.save_model(args.out)
     tok.save_pretrained(args.out)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
@@ -88,9 +96,28 @@ def _sft_warmup(args: argparse.Namespace, spec: Any) -> int:
 
 
 def _load(model: str, device: str | None = None) -> tuple[Any, Any]:
-    from llmcore.models import load_model_and_tokenizer
+    """A checkpoint, hub id, or LoRA adapter folder (loaded on its base model and merged)."""
+    from selfverify_rl.lora import load_policy
 
-    return load_model_and_tokenizer(model, device=device)
+    return load_policy(model, device=device)
+
+
+def _peft_config(args: argparse.Namespace) -> Any:
+    if not args.use_peft:
+        return None
+    from selfverify_rl.lora import lora_config
+
+    return lora_config(args.lora_r, args.lora_alpha, args.lora_dropout, args.lora_target_modules)
+
+
+def _add_lora_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("LoRA (extra peft; the output folder then holds the adapter only)")
+    g.add_argument("--use-peft", action="store_true", help="train a LoRA adapter, not all weights")
+    g.add_argument("--lora-r", type=int, default=16, help="LoRA rank")
+    g.add_argument("--lora-alpha", type=int, default=32, help="LoRA alpha (scale alpha / r)")
+    g.add_argument("--lora-dropout", type=float, default=0.05)
+    g.add_argument("--lora-target-modules", nargs="+", default=None,
+                   help="module names, or all-linear (default: peft's choice per architecture)")  # fmt: skip
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -98,6 +125,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from selfverify_rl.trainer import SelfVerifyConfig, SelfVerifyGRPOTrainer, make_train_dataset
 
     rows = _read_split(args.data, "train")
+    peft_config = _peft_config(args)
     model, tok = _load(args.model)
     extra: dict[str, Any] = {}
     if args.use_vllm:
@@ -120,7 +148,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )  # fmt: skip
     prefix = model_prefix(tok) if args.style == "plain" else ""
     ds = make_train_dataset(rows, style=args.style, tokenizer=tok, prefix=prefix)
-    trainer = SelfVerifyGRPOTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok)
+    trainer = SelfVerifyGRPOTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok,
+                                    peft_config=peft_config)  # fmt: skip
     trainer.train()
     trainer.save_model(args.out)
     tok.save_pretrained(args.out)
@@ -259,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-gate", action="store_true", help="skip the accuracy-window gate")
     p.add_argument("--out", required=True)
+    _add_lora_args(p)
     p.set_defaults(func=_cmd_warmup)
 
     p = sub.add_parser("train", help="GRPO in one mode")
@@ -282,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpu", action="store_true", help="train on CPU even with a GPU")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    _add_lora_args(p)
     p.set_defaults(func=_cmd_train)
 
     for name, fn, hlp in (

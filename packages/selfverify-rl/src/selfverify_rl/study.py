@@ -19,15 +19,15 @@ def asymmetry(
     style: str = "plain",
 ) -> list[dict[str, Any]]:
     """One row per ``checkpoint-N`` folder of ``run_dir`` (every ``every`` steps, plus the
-    final model in ``run_dir`` itself): step, greedy generation accuracy on ``data``'s test split
+    final model in ``run_dir`` itself; LoRA adapter folders load on their base model): step, greedy generation accuracy on ``data``'s test split
     and balanced accuracy on a self-verification set sampled from that checkpoint."""
     from llmcore.data import read_jsonl
-    from llmcore.models import load_model_and_tokenizer
     from selfverify_rl.evaluate import (
         generation_accuracy,
         self_verification_set,
         verification_metrics,
     )
+    from selfverify_rl.lora import is_adapter_dir, load_policy
 
     run = Path(run_dir)
     ckpts = []
@@ -35,12 +35,12 @@ def asymmetry(
         m = re.fullmatch(r"checkpoint-(\d+)", p.name)
         if m and int(m.group(1)) % every == 0:
             ckpts.append((int(m.group(1)), p))
-    if (run / "config.json").exists():
+    if (run / "config.json").exists() or is_adapter_dir(run):
         ckpts.append((10**9, run))
     test = list(read_jsonl(Path(data) / "test.jsonl"))[:limit]
     rows = []
     for step, path in sorted(ckpts):
-        model, tok = load_model_and_tokenizer(str(path))
+        model, tok = load_policy(str(path))
         g = generation_accuracy(model, tok, test, style=style)  # type: ignore[arg-type]
         samples = self_verification_set(model, tok, test, n=8, style=style)  # type: ignore[arg-type]
         v = verification_metrics(model, tok, samples) if samples else {}
