@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+from importlib.metadata import entry_points, version
 
 import pytest
 
@@ -16,7 +16,7 @@ def test_method_and_fixtures_registered():
     (fx,) = [e for e in entry_points(group="llmcore.fixtures") if e.name == "compgen-rl"]
     names = [f.name for f in fx.load()]
     assert names == ["compgen-rl-sft", "compgen-rl-sft-rl", "compgen-rl-demo"]
-    assert compgen_rl.__version__ == "0.1.0"
+    assert compgen_rl.__version__ == version("compgen-rl")
 
 
 def test_lazy_exports_do_not_import_torch():

@@ -42,10 +42,10 @@ FIXTURES = [
     Fixture(
         name="compgen-rl-sft-rl",
         build="compgen_rl.fixtures:build_rl_arm",
-        cold_seconds=86.0,
+        cold_seconds=117.0,
         requires=("compgen-rl-sft",),
         entries=("compgen-rl-sft-rl",),
-        description="SFT -> prefilter (1,000 x 8) -> GRPO 60 x (8 x 8), lr 2e-5: the D1 claim arm",
+        description="SFT -> prefilter (1,000 x 8, 128 prompts per call) -> GRPO 60 x (8 x 8), lr 2e-5: the D1 claim arm",
     ),
     Fixture(
         name="compgen-rl-demo",

@@ -4,7 +4,7 @@
 completion only); ``build_sft`` trains it once per machine through ``zoo.build`` with an
 accuracy gate on seen and unseen prompts. ``build_rl_arm`` / ``build_rft_arm`` derive the
 SFT->RL (GRPO) and SFT->RFT checkpoints from it through ``zoo.cached``, keyed by the code digest
-of the method modules and their configuration.
+of the method modules (this one included) and their configuration.
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from compgen_rl.data import SplitConfig, build_rows
 
 __all__ = [
     "CLAIM_GRPO",
+    "CLAIM_SFT",
     "CLAIM_SFT_STEPS",
     "DEMO",
+    "PREFILTER_BATCH",
     "build_rft_arm",
     "build_rl_arm",
     "build_sft",
@@ -26,12 +28,20 @@ __all__ = [
     "sft_recipe",
 ]
 
-#: SFT steps of the claim fixture (batch 64, lr 1e-3 cosine after 50 warm-up steps).
-CLAIM_SFT_STEPS = 1000
+#: SFT of the claim fixture: steps, sequences per step and peak learning rate (AdamW, 50
+#: linear warm-up steps, then cosine decay to 10 % of the peak).
+CLAIM_SFT: dict[str, Any] = {"steps": 1000, "batch_size": 64, "lr": 1e-3}
+
+#: SFT steps of the claim fixture.
+CLAIM_SFT_STEPS: int = CLAIM_SFT["steps"]
 
 #: GRPO settings of the claim arm: the CPU recipe (8 x 8, beta 0, dapo, T 1.0, 60 steps) at
 #: lr 2e-5; at 5e-5 this SFT model lost 0.06 seen accuracy (see the claim test's docstring).
 CLAIM_GRPO: dict[str, Any] = {"lr": 2e-5}
+
+#: Completions per sampling call in the claim arm's prefilter (128 prompts x 8 samples). The
+#: batch size changes the random draws and hence which prompts are kept.
+PREFILTER_BATCH = 1024
 
 #: Demo sizes: short SFT, a few GRPO steps (shows the pipeline, not the claim).
 DEMO = {"sft_steps": 150, "n_sft": 12_000, "grpo_steps": 3}
@@ -61,11 +71,19 @@ def split_rows(cfg: SplitConfig) -> tuple[dict[str, list[dict[str, Any]]], dict[
 
 
 def sft_recipe(
-    cfg: SplitConfig | None = None, *, steps: int = CLAIM_SFT_STEPS, name: str = "compgen-rl-sft"
+    cfg: SplitConfig | None = None,
+    *,
+    steps: int = CLAIM_SFT_STEPS,
+    name: str = "compgen-rl-sft",
+    batch_size: int = CLAIM_SFT["batch_size"],
+    lr: float = CLAIM_SFT["lr"],
+    context: int = 64,
 ):
     """An ``llmcore.zoo.Recipe``: the SFT documents (prompt + canonical trace) of ``cfg``, a
     byte-level tokenizer without merges (one token per character), a 2-layer d=128 Llama with
-    tied embeddings, batch 64, lr 1e-3 cosine."""
+    tied embeddings and ``context`` positions (documents are cut there: raise it for depth-3 or
+    length-6 tasks), ``batch_size`` sequences per step, peak ``lr`` with 50 warm-up steps and
+    cosine decay."""
     from llmcore import zoo
 
     cfg = cfg or claim_split()
@@ -82,11 +100,16 @@ def sft_recipe(
             num_layers=2,
             num_heads=4,
             intermediate_size=512,
-            max_position_embeddings=64,
+            max_position_embeddings=context,
             tie_word_embeddings=True,
         ),
         train=zoo.TrainSpec(
-            steps=steps, batch_size=64, lr=1e-3, warmup_steps=50, max_length=64, seed=cfg.seed
+            steps=steps,
+            batch_size=batch_size,
+            lr=lr,
+            warmup_steps=50,
+            max_length=context,
+            seed=cfg.seed,
         ),
         # the held-out loss covers the random prompts too (never trained on): a loose sanity gate
         max_eval_loss=8.0,
@@ -109,6 +132,9 @@ def build_sft(
     n_gate: int = 200,
     progress: bool = False,
     name: str = "compgen-rl-sft",
+    batch_size: int = CLAIM_SFT["batch_size"],
+    lr: float = CLAIM_SFT["lr"],
+    context: int = 64,
 ):
     """Train (once) and return the SFT ``ZooEntry``. Gate: greedy seen accuracy >= ``seen_min``
     and unseen accuracy inside ``unseen_window`` on ``n_gate`` prompts each (a model that already
@@ -119,18 +145,19 @@ def build_sft(
     from llmcore.zoo.train import completion_loss
 
     cfg = cfg or claim_split()
-    recipe = sft_recipe(cfg, steps=steps, name=name)
+    recipe = sft_recipe(cfg, steps=steps, name=name, batch_size=batch_size, lr=lr, context=context)
     tok = zoo.recipe_tokenizer(recipe)
     newline = tok.convert_tokens_to_ids(tok.tokenize("\n"))[0]
     rows, _ = split_rows(cfg)
     seen = rows["test_seen"][:n_gate]
     unseen = rows["test_unseen"][:n_gate]
+    max_new = max(40, max(len(r["completion"]) for r in seen + unseen) + 4)
     gates = [
         zoo.accuracy_gate(
             [r["prompt"] for r in seen],
             [r["answer"] for r in seen],
             lo=seen_min,
-            max_new_tokens=40,
+            max_new_tokens=max_new,
             match=_answer_match,
             name="gate_seen_acc",
         )
@@ -142,7 +169,7 @@ def build_sft(
                 [r["answer"] for r in unseen],
                 lo=unseen_window[0],
                 hi=unseen_window[1],
-                max_new_tokens=40,
+                max_new_tokens=max_new,
                 match=_answer_match,
                 name="gate_unseen_acc",
             )
@@ -168,10 +195,12 @@ def build_sft(
 
 
 def _arm_code() -> str:
+    """Digest of the code that builds a derived arm, this module (the arms' ``make``) included."""
     import compgen_rl.evaluate
     import compgen_rl.hlsm
     import compgen_rl.modules
     import compgen_rl.rewards
+    import compgen_rl.tiny
     import compgen_rl.train
     from llmcore import zoo
 
@@ -181,6 +210,7 @@ def _arm_code() -> str:
         compgen_rl.hlsm,
         compgen_rl.modules,
         compgen_rl.evaluate,
+        compgen_rl.tiny,
     )
 
 
@@ -207,6 +237,7 @@ def build_rl_arm(
                 temperature=grpo.temperature,
                 seed=grpo.seed,
                 max_new_tokens=grpo.max_completion_length,
+                batch_size=PREFILTER_BATCH,
             )
             if grpo.prefilter
             else (rows["rl"], {})
