@@ -128,6 +128,18 @@ PARITY_SCENES = {
                         gap=1.3, restitution=0.5),
     "spring_mass": _one("SpringBlockEntity", mass=0.5, stiffness=30.0, amplitude=0.2),
     "pendulum": _one("PendulumEntity", mass=1.0, length=0.8, angle=60.0),
+    # The seven later families: the off-centre axle (RK4 in both engines), an oblique hit,
+    # a rocket with a delayed liftoff and its burnout inside the run, a charge in both fields.
+    "spring_incline": _one("SpringMassPlaneEntity", mass=0.8, stiffness=40.0, angle=30.0),
+    "rigid_rotation": _one("RigidRotationEntity", mass=1.5, radius=0.2, torque=2.0,
+                           inertia_factor=0.4, offset=0.15, angle=30.0),
+    "orbital": _one("OrbitalMotionEntity", mass=2.0, central_mass=10.0, radius=1.0, speed=2.6),
+    "electromagnetic": _one("ElectroMagneticEntity", mass=0.5, charge=0.8, speed=2.0,
+                            e_field=3.0, e_angle=30.0, b_field=1.5),
+    "rocket": _one("RocketEntity", mass=1.0, fuel_mass=2.0, exhaust_speed=20.0, burn_rate=1.2),
+    "movable_pulley": _one("MassWithMovablePulley", mass=3.0, counterweight=1.0),
+    "complex_collision": _one("ComplexCollisionPlane", mass_1=2.0, mass_2=1.0, speed=3.0,
+                              restitution=0.6, radius=0.1, gap=1.3, offset=0.12),
 }  # fmt: skip
 
 
@@ -148,15 +160,48 @@ def test_mujoco_parity(family):
     if family == "atwood":
         # The joint-equality constraint force is the string tension 2 m1 m2 g / (m1 + m2).
         assert rm.value("string_0.tension", 1.0) == pytest.approx(14.715, rel=1e-3)
+    if family == "movable_pulley":
+        # q_cw = 2 q_load as a joint equality: its force is the tension 3 m M g / (m + 4 M).
+        assert rm.value("e.rope.tension", 1.0) == pytest.approx(9 * G / 7, rel=1e-3)
+
+
+def _bouncing_ball_sample(e: Entity, ti: float) -> list[float]:
+    """One recorded row of a projectile with restitution bounces at time ``ti``: walk the
+    flights from the start (each lasts until the ball reaches the ground), then evaluate."""
+    m, h, v0 = e.param("mass"), e.param("height"), e.param("speed")
+    ang, rest = math.radians(e.param("angle")), e.param("restitution")
+    px, py, pz = e.position
+    vx = v0 * math.cos(ang)
+    t0, z, vz, g = 0.0, h, v0 * math.sin(ang), G
+    while True:
+        if z <= 0.0 and vz <= 1e-9:  # resting on the ground
+            z, vz, g = 0.0, 0.0, 0.0
+            break
+        tau = (vz + math.sqrt(vz * vz + 2 * G * max(z, 0.0))) / G
+        if ti < t0 + tau:
+            break
+        t0 += tau
+        vz, z = rest * (G * tau - vz), 0.0
+        if vz < 1e-6:
+            vz = 0.0
+    d = ti - t0
+    zz, vv, a = pz + z + vz * d - 0.5 * g * d * d, vz - g * d, -g if g else 0.0
+    return [px + vx * ti, py, zz, vx, 0.0, vv, 0.0, 0.0, a, m * vx, 0.0, m * vv, 0.0, 0.0,
+            m * a, 0.5 * m * (vx * vx + vv * vv), m * G * (zz - pz - h)]  # fmt: skip
 
 
 def _per_sample_reference(scene: Scene, t: np.ndarray) -> dict[str, np.ndarray]:
-    """Scalar, sample-by-sample recording of constant-acceleration string/pushed bodies and
-    springs (the straightforward loop the vectorised engine replaces)."""
+    """Scalar, sample-by-sample recording of constant-acceleration string/pushed bodies,
+    springs and bouncing projectiles (the straightforward loop the vectorised engine
+    replaces)."""
     from sim2reason.engines import chain_bodies, solve_string_chain
 
     out: dict[str, list] = {}
     for c in components(scene):
+        if c.family == "projectile":
+            e = c.entities[0]
+            out[f"{e.name}.ball"] = [_bouncing_ball_sample(e, float(ti)) for ti in t]
+            continue
         if c.family == "spring_mass":
             e = c.entities[0]
             m, k, amp = e.param("mass"), e.param("stiffness"), e.param("amplitude")
@@ -201,7 +246,11 @@ def test_vectorised_recording_matches_per_sample_loop():
                         Entity("c", "HangingMass", (0.0, 20.0, 0.0), {"mass": 4.0}),
                         Entity("d", "DirectedMass", (0.0, 30.0, 0.0), {"mass": 3.0, "force": -7.0}),
                         Entity("s", "SpringBlockEntity", (0.0, 40.0, 0.0),
-                               {"mass": 1.5, "stiffness": 20.0, "amplitude": 0.3})],
+                               {"mass": 1.5, "stiffness": 20.0, "amplitude": 0.3}),
+                        # Six bounces, then resting contact from t = 1.056 s.
+                        Entity("p", "ThrowingMotionEntity", (1.0, 50.0, 0.5),
+                               {"mass": 0.7, "height": 1.2, "speed": 3.0, "angle": 50.0,
+                                "restitution": 0.2})],
                   [Tendon([TendonEnd("a"), TendonEnd("b")]),
                    Tendon([TendonEnd("b"), TendonEnd("c")])])  # fmt: skip
     for every in (1, 7, 100):

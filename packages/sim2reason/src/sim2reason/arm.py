@@ -350,16 +350,19 @@ def _log_stats(history: list[dict[str, Any]]) -> dict[str, Any]:
 def arm_material(cfg: ArmConfig, warm_key: str) -> dict[str, Any]:
     """Everything that determines the arm: the warm start, the config and the code."""
     import sim2reason.arm
+    import sim2reason.dsl
     import sim2reason.engines
     import sim2reason.filters
     import sim2reason.qa
+    import sim2reason.recording
     import sim2reason.rewards
     import sim2reason.train
     from llmcore import zoo
 
     return {"warm": warm_key, "cfg": cfg.to_dict(),
             "code": zoo.code_digest(sim2reason.arm, sim2reason.train, sim2reason.rewards,
-                                    sim2reason.qa, sim2reason.engines, sim2reason.filters)}  # fmt: skip
+                                    sim2reason.qa, sim2reason.engines, sim2reason.filters,
+                                    sim2reason.dsl, sim2reason.recording)}  # fmt: skip
 
 
 def run_arm(model: Any, tok: Any, cfg: ArmConfig, data: ClaimData) -> tuple[Any, dict[str, Any]]:

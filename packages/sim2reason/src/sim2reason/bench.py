@@ -34,9 +34,6 @@ def bench_engines(quick: bool = False) -> list[dict[str, Any]]:
         "constant_force (closed form)": Scene("c", [Entity("b", "DirectedMass", parameters={"mass": 2.0, "force": 3.0})]),
         "projectile (closed form, bounces)": Scene("p", [Entity("b", "ThrowingMotionEntity", parameters={"mass": 1.0, "height": 2.0, "speed": 3.0, "angle": 30.0, "restitution": 0.8})]),
         "pendulum (RK4)": Scene("d", [Entity("b", "PendulumEntity", parameters={"mass": 1.0, "length": 1.0, "angle": 30.0})]),
-    }  # fmt: skip
-    # Families without a MuJoCo model here (analytic only).
-    only_analytic = {
         "rigid_rotation, offset axle (RK4)": Scene("r", [Entity("b", "RigidRotationEntity", parameters={"mass": 2.0, "radius": 0.3, "torque": 1.0, "offset": 0.1, "angle": 30.0})]),
         "complex_collision (closed form)": Scene("x", [Entity("b", "ComplexCollisionPlane", parameters={"mass_1": 1.0, "mass_2": 2.0, "speed": 3.0, "restitution": 0.7, "offset": 0.05})]),
         "movable_pulley (closed form)": Scene("m", [Entity("b", "MassWithMovablePulley", parameters={"mass": 3.0, "counterweight": 1.0})]),
@@ -61,10 +58,6 @@ def bench_engines(quick: bool = False) -> list[dict[str, Any]]:
                 row["mujoco_scenes_s"] = m
                 row["mujoco_steps_s"] = m * 2000
             rows.append(row)
-        for name, scene in only_analytic.items():
-            r = _rate(an.simulate, [scene], 0.2 if quick else 0.5)
-            rows.append({"bench": "engine", "family": name, "recording": label,
-                         "analytic_scenes_s": r})  # fmt: skip
     return rows
 
 

@@ -226,38 +226,52 @@ def validate(scene: Scene) -> Scene:
     if not scene.entities:
         raise SceneError(f"scene {scene.name!r}: scene.entities is empty")
     seen: set[str] = set()
+    isfinite = math.isfinite
     for i, ent in enumerate(scene.entities):
-        where = f"entities[{i}]"
-        if not isinstance(ent.name, str) or not ent.name or "." in ent.name:
-            raise SceneError(f"{where}.name={ent.name!r}: need a non-empty name without dots")
-        if ent.name in seen:
-            raise SceneError(f"{where}.name={ent.name!r}: duplicate entity name")
-        seen.add(ent.name)
-        if ent.type not in ENTITY_TYPES:
+        # Error messages are built only on failure: this runs before every simulation.
+        name = ent.name
+        if not isinstance(name, str) or not name or "." in name:
+            raise SceneError(f"entities[{i}].name={name!r}: need a non-empty name without dots")
+        if name in seen:
+            raise SceneError(f"entities[{i}].name={name!r}: duplicate entity name")
+        seen.add(name)
+        spec = ENTITY_TYPES.get(ent.type)
+        if spec is None:
             raise SceneError(
-                f"{where}.type={ent.type!r}: unknown entity type; known: {sorted(ENTITY_TYPES)}"
+                f"entities[{i}].type={ent.type!r}: unknown entity type; "
+                f"known: {sorted(ENTITY_TYPES)}"
             )
-        if len(ent.position) != 3 or not all(math.isfinite(float(p)) for p in ent.position):
-            raise SceneError(f"{where}.position={list(ent.position)!r}: need 3 finite numbers")
-        spec = ENTITY_TYPES[ent.type]
-        unknown = sorted(set(ent.parameters) - set(spec.params))
-        if unknown:
+        pos = ent.position
+        if len(pos) == 3:
+            x, y, z = pos
+            ok = isfinite(float(x)) and isfinite(float(y)) and isfinite(float(z))
+        else:
+            ok = False
+        if not ok:
+            raise SceneError(f"entities[{i}].position={list(pos)!r}: need 3 finite numbers")
+        params = ent.parameters
+        if not params.keys() <= spec.params.keys():
             raise SceneError(
-                f"{where}.parameters: unknown {unknown} for {ent.type}; known {sorted(spec.params)}"
+                f"entities[{i}].parameters: unknown {sorted(set(params) - set(spec.params))} "
+                f"for {ent.type}; known {sorted(spec.params)}"
             )
         for key, p in spec.params.items():
-            if key not in ent.parameters:
+            if key not in params:
                 if p.required:
-                    raise SceneError(f"{where}.parameters.{key} is missing ({ent.type})")
+                    raise SceneError(f"entities[{i}].parameters.{key} is missing ({ent.type})")
                 continue
-            value = ent.parameters[key]
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise SceneError(f"{where}.parameters.{key}={value!r}: must be a number")
+            value = params[key]
+            if value.__class__ is not float and (
+                isinstance(value, bool) or not isinstance(value, int | float)
+            ):
+                raise SceneError(f"entities[{i}].parameters.{key}={value!r}: must be a number")
             if not p.check(float(value)):
                 raise SceneError(
-                    f"{where}.parameters.{key}={value!r}: outside the physical range "
+                    f"entities[{i}].parameters.{key}={value!r}: outside the physical range "
                     f"{p.describe()}{' ' + p.unit if p.unit else ''}"
                 )
+    if not scene.connections:
+        return scene
     used: dict[str, int] = {}
     names: set[str] = set()
     for j, (tendon, tname) in enumerate(zip(scene.connections, scene.tendon_names(), strict=True)):

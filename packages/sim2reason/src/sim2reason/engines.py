@@ -7,8 +7,8 @@ pendulum with classical RK4 at the step ``dt``; this stands in for the paper's M
 (Sec. 3.2) on CPU. The rigid-body, oblique-collision, movable-pulley, spring-on-incline,
 orbital, rocket and electromagnetic families live in :mod:`sim2reason.families`.
 Recordings are filled with numpy over the whole time grid (one buffer per body).
-:class:`~sim2reason.mujoco_engine.MuJoCoEngine` simulates the first ten families in MuJoCo
-(extra ``mujoco``).
+:class:`~sim2reason.mujoco_engine.MuJoCoEngine` simulates every family in MuJoCo (extra
+``mujoco``).
 """
 
 from __future__ import annotations
@@ -97,6 +97,25 @@ def _check_times(dt: float, duration: float) -> None:
         raise SceneError(f"duration/dt={duration / dt:.0f} steps: too many (max 5e6)")
 
 
+_LONE_STRING_FAMILY = {"HangingMass": "constant_force", "TableBlock": "constant_force",
+                       "InclineBlock": "incline"}  # fmt: skip
+"""Family of a string entity with no tendon attached."""
+
+
+def _single(ent: Entity) -> Component:
+    """The one-entity component of ``ent`` (a string entity without tendons included)."""
+    family = ENTITY_TYPES[ent.type].family
+    if family == "string":
+        family = _LONE_STRING_FAMILY[ent.type]
+    elif family is None:
+        raise UnsupportedFamilyError(
+            f"entity {ent.name!r} of type {ent.type} has no engine implementation here; "
+            f"supported families: {', '.join(ANALYTIC_FAMILIES)} (entity types "
+            f"{sorted(k for k, v in ENTITY_TYPES.items() if v.family)})"
+        )
+    return Component(family, [ent], [])
+
+
 def components(scene: Scene) -> list[Component]:
     """Split ``scene`` into connected components and name each one's dynamics family.
 
@@ -105,6 +124,8 @@ def components(scene: Scene) -> list[Component]:
     :class:`UnsupportedFamilyError` for entity types no engine here implements.
     """
     validate(scene)
+    if not scene.connections:  # no strings: every entity is its own component
+        return [_single(e) for e in scene.entities]
     adj: dict[str, list[tuple[str, str]]] = {e.name: [] for e in scene.entities}
     for t, name in zip(scene.connections, scene.tendon_names(), strict=True):
         a, b = t.ends[0].entity, t.ends[1].entity
@@ -115,16 +136,9 @@ def components(scene: Scene) -> list[Component]:
     for ent in scene.entities:
         if ent.name in done:
             continue
-        family = ENTITY_TYPES[ent.type].family
-        if family is None:
-            raise UnsupportedFamilyError(
-                f"entity {ent.name!r} of type {ent.type} has no engine implementation here; "
-                f"supported families: {', '.join(ANALYTIC_FAMILIES)} (entity types "
-                f"{sorted(k for k, v in ENTITY_TYPES.items() if v.family)})"
-            )
-        if family != "string":
+        if ENTITY_TYPES[ent.type].family != "string":
             done.add(ent.name)
-            out.append(Component(family, [ent], []))
+            out.append(_single(ent))
             continue
         # Collect the component, then walk it from an end to get the chain order.
         comp, stack = {ent.name}, [ent.name]
@@ -151,8 +165,7 @@ def components(scene: Scene) -> list[Component]:
         ents = [scene.entity(n) for n in order]
         kinds = [e.type for e in ents]
         if len(ents) == 1:
-            fam = {"HangingMass": "constant_force", "TableBlock": "constant_force",
-                   "InclineBlock": "incline"}[kinds[0]]  # fmt: skip
+            fam = _LONE_STRING_FAMILY[kinds[0]]
         elif kinds == ["HangingMass", "HangingMass"]:
             fam = "atwood"
         elif len(ents) == 2 and "HangingMass" in kinds and "TableBlock" in kinds:
@@ -236,6 +249,7 @@ def solve_string_chain(bodies: list[StringBody]) -> tuple[float, list[float], li
 BODY_COLUMNS = {"position": (0, 3), "velocity": (3, 3), "acceleration": (6, 3),
                 "momentum": (9, 3), "net_force": (12, 3), "kinetic_energy": (15, 1),
                 "potential_energy_change": (16, 1)}  # fmt: skip
+_VIEW_INDEX = tuple((k, (slice(None), slice(i, i + w))) for k, (i, w) in BODY_COLUMNS.items())
 
 
 def body_buffer(n: int, width: int = 17) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -246,28 +260,49 @@ def body_buffer(n: int, width: int = 17) -> tuple[np.ndarray, dict[str, np.ndarr
     family's own quantities.
     """
     buf = np.empty((n, width))
-    return buf, {k: buf[:, i : i + w] for k, (i, w) in BODY_COLUMNS.items()}
+    return buf, _views(buf)
 
 
 def finish_body(buf: np.ndarray, q: dict[str, np.ndarray], m: float | np.ndarray,
                 z0: float | None = None, pe: np.ndarray | None = None) -> dict[str, np.ndarray]:  # fmt: skip
     """Fill momentum, net force, kinetic energy and potential-energy change of a
     :func:`body_buffer` from its position, velocity and acceleration columns (``m`` a scalar
-    or a ``[n, 1]`` mass series; ``pe`` overrides the gravitational ``m g (z - z0)``)."""
-    np.multiply(m, buf[:, 3:9], out=buf[:, 9:15])  # momentum and net force in one pass
-    vel = buf[:, 3:6]
-    np.sum(vel * vel, axis=1, keepdims=True, out=buf[:, 15:16])
-    buf[:, 15:16] *= 0.5 * m
+    or a ``[n, 1]`` mass series; ``pe`` overrides the gravitational ``m g (z - z0)``).
+
+    Long grids go one column at a time: numpy's loops over a ``[n, 3]`` block of the
+    ``[n, 17]`` buffer run along its short rows and cost several times more per element; on
+    short grids the per-call overhead dominates, so blocks go whole. Both give the same bits.
+    """
+    if len(buf) < 48:
+        np.multiply(m, buf[:, 3:9], out=buf[:, 9:15])  # momentum and net force
+        vel = buf[:, 3:6]
+        np.sum(vel * vel, axis=1, keepdims=True, out=buf[:, 15:16])
+        buf[:, 15:16] *= 0.5 * m
+        if pe is None:
+            np.subtract(buf[:, 2:3], z0, out=buf[:, 16:17])
+            buf[:, 16:17] *= m * G
+        else:
+            buf[:, 16:17] = pe
+        return q
+    mc = m[:, 0] if isinstance(m, np.ndarray) and m.ndim == 2 else m
+    for j in range(3, 9):  # momentum and net force
+        np.multiply(mc, buf[:, j], out=buf[:, j + 6])
+    ke, tmp = buf[:, 15], np.empty(len(buf))
+    np.multiply(buf[:, 3], buf[:, 3], out=ke)
+    for j in (4, 5):  # the sum of squares in the order np.sum takes it along a row
+        np.multiply(buf[:, j], buf[:, j], out=tmp)
+        ke += tmp
+    ke *= 0.5 * mc
     if pe is None:
-        np.subtract(buf[:, 2:3], z0, out=buf[:, 16:17])
-        buf[:, 16:17] *= m * G
+        np.subtract(buf[:, 2], z0, out=buf[:, 16])
+        buf[:, 16] *= mc * G
     else:
         buf[:, 16:17] = pe
     return q
 
 
 def _views(buf: np.ndarray) -> dict[str, np.ndarray]:
-    return {k: buf[:, i : i + w] for k, (i, w) in BODY_COLUMNS.items()}
+    return {k: buf[ix] for k, ix in _VIEW_INDEX}
 
 
 def uniform_body(m: float, p0: Sequence[float], u: Sequence[float], a: float,
@@ -281,14 +316,13 @@ def uniform_body(m: float, p0: Sequence[float], u: Sequence[float], a: float,
     ux, uy, uz = u.tolist() if isinstance(u, np.ndarray) else map(float, u)
     x0, y0, z0 = p0.tolist() if isinstance(p0, np.ndarray) else map(float, p0)
     ha, ma = 0.5 * a, m * a
-    coef = np.array([
-        [x0, y0, z0, 0.0, 0.0, 0.0, a * ux, a * uy, a * uz, 0.0, 0.0, 0.0,
-         ma * ux, ma * uy, ma * uz, 0.0, 0.0],
-        [0.0, 0.0, 0.0, a * ux, a * uy, a * uz, 0.0, 0.0, 0.0, ma * ux, ma * uy, ma * uz,
-         0.0, 0.0, 0.0, 0.0, 0.0],
-        [ha * ux, ha * uy, ha * uz, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
-         0.0, 0.0, 0.0, 0.5 * m * a * a, m * G * ha * uz],
-    ])  # fmt: skip
+    ax, ay, az, fx, fy, fz = a * ux, a * uy, a * uz, ma * ux, ma * uy, ma * uz
+    coef = np.array([  # rows: 1, t, t^2 (one flat list: numpy reads it faster than nested)
+        x0, y0, z0, 0.0, 0.0, 0.0, ax, ay, az, 0.0, 0.0, 0.0, fx, fy, fz, 0.0, 0.0,
+        0.0, 0.0, 0.0, ax, ay, az, 0.0, 0.0, 0.0, fx, fy, fz, 0.0, 0.0, 0.0, 0.0, 0.0,
+        ha * ux, ha * uy, ha * uz, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+        0.0, 0.0, 0.0, 0.5 * m * a * a, m * G * ha * uz,
+    ]).reshape(3, 17)  # fmt: skip
     return _views(basis @ coef)
 
 
@@ -306,16 +340,16 @@ def line_body(m: float, p0: np.ndarray, u: np.ndarray, s: np.ndarray, v: np.ndar
     scalar_a = isinstance(a, float | int)
     ac = float(a) if scalar_a else 0.0
     ar = 0.0 if scalar_a else 1.0
-    z3 = [0.0, 0.0, 0.0]
-    coef = np.array([
-        [ux, uy, uz, *z3, *z3, *z3, *z3, 0.0, m * G * uz],
-        [*z3, ux, uy, uz, *z3, m * ux, m * uy, m * uz, *z3, 0.0, 0.0],
-        [*z3, *z3, *z3, *z3, *z3, 0.5 * m, 0.0],
-        [*z3, *z3, ar * ux, ar * uy, ar * uz, *z3, ar * m * ux, ar * m * uy, ar * m * uz,
-         0.0, 0.0],
-        [x0, y0, z0, *z3, ac * ux, ac * uy, ac * uz, *z3, m * ac * ux, m * ac * uy,
-         m * ac * uz, 0.0, 0.0],
-    ])  # fmt: skip
+    z3 = (0.0, 0.0, 0.0)
+    coef = np.array([  # rows: s, v, v^2, a, 1
+        ux, uy, uz, *z3, *z3, *z3, *z3, 0.0, m * G * uz,
+        *z3, ux, uy, uz, *z3, m * ux, m * uy, m * uz, *z3, 0.0, 0.0,
+        *z3, *z3, *z3, *z3, *z3, 0.5 * m, 0.0,
+        *z3, *z3, ar * ux, ar * uy, ar * uz, *z3, ar * m * ux, ar * m * uy, ar * m * uz,
+        0.0, 0.0,
+        x0, y0, z0, *z3, ac * ux, ac * uy, ac * uz, *z3, m * ac * ux, m * ac * uy,
+        m * ac * uz, 0.0, 0.0,
+    ]).reshape(5, 17)  # fmt: skip
     basis = np.empty((len(s), 5))
     basis[:, 0] = s
     basis[:, 1] = v
@@ -425,27 +459,18 @@ class AnalyticEngine:
         ang, rest = math.radians(e.param("angle")), e.param("restitution")
         p0 = _pos0(e)
         vx = v0 * math.cos(ang)
-        buf, q = body_buffer(len(t))
-        buf[:, :9] = 0.0
-        pos, vel, acc = q["position"], q["velocity"], q["acceleration"]
-        pos[:, 0] = p0[0] + vx * t
-        pos[:, 1] = p0[1]
-        vel[:, 0] = vx
-        # Flight segments between bounces (vertical motion only; horizontal is uniform).
+        # Flight segments between bounces (vertical motion only; horizontal is uniform): each
+        # is (start time, height, vertical speed, gravity) and holds the samples t >= start
+        # before the next start; resting contact is a segment without gravity.
+        segs: list[tuple[float, float, float, float]] = []
         t0, z, vz = 0.0, h, v0 * math.sin(ang)
         end = float(t[-1])
         for _ in range(100_000):
-            if z <= 0.0 and vz <= 1e-9:
-                # On the ground: resting contact from t0 on.
-                mask = t >= t0
-                pos[mask, 2] = p0[2]
+            if z <= 0.0 and vz <= 1e-9:  # on the ground: resting contact from t0 on
+                segs.append((t0, 0.0, 0.0, 0.0))
                 break
             tau = (vz + math.sqrt(vz * vz + 2 * G * max(z, 0.0))) / G
-            mask = (t >= t0) & (t < t0 + tau)
-            dtt = t[mask] - t0
-            pos[mask, 2] = p0[2] + z + vz * dtt - 0.5 * G * dtt * dtt
-            vel[mask, 2] = vz - G * dtt
-            acc[mask, 2] = -G
+            segs.append((t0, z, vz, G))
             t0 += tau
             if t0 > end:
                 break
@@ -453,6 +478,29 @@ class AnalyticEngine:
             z = 0.0
             if vz < 1e-6:
                 vz = 0.0
+        else:  # bounce budget spent: the rest of the run stays at the origin, as zeros
+            segs.append((t0, -float(p0[2]), 0.0, 0.0))
+        # Every vertical series in a few array ops: a segment's values repeated over its
+        # samples (t is sorted, so they are the run between consecutive start indices).
+        if len(segs) == 1:
+            s0, zs, vzs, g = segs[0]
+        else:
+            cols = np.array(segs)
+            counts = np.diff(np.searchsorted(t, cols[:, 0]), append=len(t))
+            s0, zs, vzs, g = np.repeat(cols, counts, axis=0).T
+        dtt = t - s0
+        gdt = g * dtt
+        zc = p0[2] + zs + vzs * dtt - 0.5 * gdt * dtt
+        vzc = vzs - gdt
+        buf, q = body_buffer(len(t))
+        buf[:, 0] = p0[0] + vx * t
+        buf[:, 1] = p0[1]
+        buf[:, 2] = zc
+        buf[:, 3] = vx
+        buf[:, 4] = 0.0
+        buf[:, 5] = vzc
+        buf[:, 6:8] = 0.0
+        buf[:, 8] = 0.0 - g  # -G in flight, +0.0 at rest
         rec.bodies[f"{e.name}.ball"] = finish_body(buf, q, m, p0[2] + h)
 
     def _collision1d(self, c: Component, t: np.ndarray, dt: float, rec: Recording) -> None:

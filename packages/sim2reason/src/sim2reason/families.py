@@ -304,9 +304,15 @@ def rocket_state(e: Entity, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def _rocket(e: Entity, t: np.ndarray, dt: float, every: int, rec: Recording) -> None:
-    z, v, a, mass = rocket_state(e, t)
+    record_rocket(e, *rocket_state(e, t), rec)
+
+
+def record_rocket(e: Entity, z: np.ndarray, v: np.ndarray, a: np.ndarray, mass: np.ndarray,
+                  rec: Recording) -> None:  # fmt: skip
+    """Record a vertical rocket's height ``z`` above its pad, velocity, acceleration and mass
+    (one value per recorded time) as body ``<name>.rocket``; shared by both engines."""
     p0 = _pos0(e)
-    buf, q = body_buffer(len(t), 18)
+    buf, q = body_buffer(len(z), 18)
     buf[:, 0:9] = 0.0
     buf[:, 0:3] = p0
     buf[:, 2] += z

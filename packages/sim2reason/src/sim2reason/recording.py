@@ -9,6 +9,7 @@ at the nearest recorded time, reducing vectors to their Euclidean norm by defaul
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +30,15 @@ BODY_QUANTITIES = (
 )
 
 _COMPONENTS = {"x": 0, "y": 1, "z": 2}
+
+
+def _all_finite(a: np.ndarray) -> bool:
+    """Whether every value of ``a`` is finite. For floats this is one BLAS dot of ``a`` with
+    itself (NaN and Inf carry into the sum of squares); only a sum that overflows (values
+    above about 1e154) sends the array to the element-wise test."""
+    if a.dtype.kind == "f" and math.isfinite(np.vdot(a, a)):
+        return True
+    return bool(np.isfinite(a).all())
 
 
 @dataclass
@@ -116,14 +126,21 @@ class Recording:
         checked through that buffer once; only a failing buffer is searched for the culprit.
         """
         checked: set[int] = set()
+        last: object = checked  # the previous array's buffer (none yet)
         for group in (self.bodies, self.strings):
             for qs in group.values():
                 for arr in qs.values():
-                    base = arr.base if isinstance(arr.base, np.ndarray) else arr
+                    base = arr.base
+                    if base is last:
+                        continue
+                    if isinstance(base, np.ndarray):
+                        last = base
+                    else:
+                        base = arr
                     if id(base) in checked:
                         continue
                     checked.add(id(base))
-                    if not np.isfinite(base).all():
+                    if not _all_finite(base):
                         return self._mark_first_non_finite()
         return self
 
