@@ -125,3 +125,10 @@ def test_bench_train_throughput_rejects_bad_step_counts():
 
     with pytest.raises(SinkProbeConfigError, match="steps >= 1"):
         train_throughput(steps=0)
+
+
+def test_variant_recipe_rejects_negative_weight_decay():
+    from sink_probe.variants import VariantSpec, variant_recipe
+
+    with pytest.raises(SinkProbeConfigError, match="weight_decay must be >= 0"):
+        variant_recipe("baseline", VariantSpec(weight_decay=-0.1))

@@ -184,6 +184,7 @@ def _cmd_train_variant(args: argparse.Namespace) -> int:
     spec = VariantSpec(
         steps=args.steps, d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads,
         lr=args.lr, clamp=args.clamp, seed=args.seed, batch_size=args.batch_size,
+        weight_decay=args.weight_decay, n_train=args.n_train,
     )  # fmt: skip
     entry = train_variant(args.variant, spec, progress=True)
     model, tok = entry.load()
@@ -301,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--n-heads", type=int, default=4)
     t.add_argument("--batch-size", type=int, default=32)
     t.add_argument("--lr", type=float, default=3e-3)
+    t.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay")
+    t.add_argument("--n-train", type=int, default=3200, help="training sequences")
     t.add_argument("--clamp", type=float, default=10.0, help="suppress_massive level c")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("-o", "--output", required=True, help="run folder")

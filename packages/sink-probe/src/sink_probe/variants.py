@@ -47,6 +47,10 @@ class VariantSpec:
     """Sequences per step."""
     lr: float = 3e-3
     """Peak AdamW learning rate (warm-up 50 steps, cosine to 10 %)."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay on every parameter (0: none, the default-tier recipe).
+    Gu et al. (2025, Sec. 5) report that stronger weight decay makes attention sinks emerge
+    more."""
     clamp: float = 10.0
     """``suppress_massive`` level c (median units) in the variants that use it."""
     seed: int = 0
@@ -78,6 +82,10 @@ def variant_recipe(variant: str, spec: VariantSpec = VariantSpec()):
     from llmcore import zoo
 
     intervention_for(variant, spec)
+    if not spec.weight_decay >= 0:
+        raise SinkProbeConfigError(
+            f"weight_decay must be >= 0, got {spec.weight_decay!r}; 0 turns it off"
+        )
     texts = stream_texts(spec.n_train + spec.n_eval, spec.stream, seed=spec.data_seed)
     corpus = zoo.Corpus("sink-stream", tuple(texts[: spec.n_train]), tuple(texts[spec.n_train :]))
     safe = variant.replace("+", "-plus-")
@@ -99,7 +107,7 @@ def variant_recipe(variant: str, spec: VariantSpec = VariantSpec()):
             batch_size=spec.batch_size,
             lr=spec.lr,
             warmup_steps=50,
-            weight_decay=0.0,
+            weight_decay=spec.weight_decay,
             max_length=spec.stream.seq_len,
             seed=spec.seed,
         ),
