@@ -119,7 +119,18 @@ def _rigid_rotation(e: Entity, t: np.ndarray, dt: float, every: int, rec: Record
         n = round(float(t[-1]) / dt) if len(t) > 1 else 0
         th, om = _rk4_rotation(th0, tau / inertia, m * G * d / inertia, dt, n, every, len(t))
     alpha = (tau - m * G * d * np.sin(th)) / inertia
-    buf, q = body_buffer(len(t), 30)
+    record_rigid_rotation(e, th, om, alpha, inertia, rec)
+
+
+def record_rigid_rotation(e: Entity, th: np.ndarray, om: np.ndarray, alpha: np.ndarray,
+                          inertia: float, rec: Recording) -> None:  # fmt: skip
+    """Record a rigid body turning about its horizontal axle (angle ``th`` from the downward
+    vertical, angular velocity and acceleration per recorded time; ``inertia`` about the axle)
+    as body ``<name>.body``: its centre of mass, energies and rotational columns. Shared by
+    both engines."""
+    m, d = e.param("mass"), e.param("offset")
+    th0 = math.radians(e.param("angle"))
+    buf, q = body_buffer(len(th), 30)
     s, co = np.sin(th), np.cos(th)
     p0 = _pos0(e)
     buf[:, 0:9] = 0.0

@@ -42,7 +42,7 @@ from sim2reason.engines import (
     solve_string_chain,
 )
 from sim2reason.errors import ConfigError
-from sim2reason.families import _ROT_COLUMNS, G_ORBIT, record_rocket
+from sim2reason.families import G_ORBIT, record_rigid_rotation, record_rocket
 from sim2reason.recording import Recording
 
 __all__ = ["TESTED_MUJOCO", "MuJoCoEngine"]
@@ -348,27 +348,7 @@ class MuJoCoEngine:
         # The driving torque is a generalised force on the hinge; gravity acts on the offset COM.
         out = self._run(model, data, n, len(t), qfrc=np.array([tau]))
         th, om, al = out["q"][:, 0], out["qd"][:, 0], out["qdd"][:, 0]
-        inertia = ic + m * d * d
-        s, co = np.sin(th), np.cos(th)
-        buf, q = body_buffer(len(t), 30)
-        buf[:, 0:9] = 0.0
-        buf[:, 0:3] = p0
-        buf[:, 0] += d * s
-        buf[:, 2] -= d * co
-        buf[:, 3] = d * om * co
-        buf[:, 5] = d * om * s
-        buf[:, 6] = d * (al * co - om * om * s)
-        buf[:, 8] = d * (al * s + om * om * co)
-        finish_body(buf, q, m, float(p0[2]) - d * math.cos(th0))
-        buf[:, 15] = 0.5 * inertia * om * om  # about the axle (includes the COM's motion)
-        buf[:, 17:29] = 0.0
-        buf[:, 18] = om
-        buf[:, 21] = al
-        buf[:, 24] = inertia * om
-        buf[:, 27] = inertia * al
-        buf[:, 29] = inertia
-        q.update({k: buf[:, i : i + w] for k, (i, w) in _ROT_COLUMNS.items()})
-        rec.bodies[f"{e.name}.body"] = q
+        record_rigid_rotation(e, th, om, al, ic + m * d * d, rec)
 
     def _planar_point(self, p0: np.ndarray, m: float, dt: float) -> tuple[Any, Any]:
         """A point mass on two slide joints (x, y) at ``p0``: gravity (along z) does no work."""
