@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from importlib.metadata import version
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_method_registered():
 
     m = get_method("excess-dl")
     assert m.demo == "excess_dl.demo:run"
-    assert excess_dl.__version__ == "0.1.0"
+    assert excess_dl.__version__ == version("excess-dl")
 
 
 def test_bits_to_target_step_function_and_capacity_fit():

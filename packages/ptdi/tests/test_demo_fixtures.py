@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import pytest
 
 
@@ -12,7 +14,7 @@ def test_method_and_fixtures_registered():
     from llmcore.registry import MethodInfo
 
     assert isinstance(ptdi.METHOD, MethodInfo) and ptdi.METHOD.demo == "ptdi.demo:run"
-    assert ptdi.__version__ == "0.1.0"
+    assert ptdi.__version__ == version("ptdi")
     assert [f.name for f in FIXTURES] == ["ptdi-members", "ptdi-demo"]
     from ptdi.tiny import DEMO_DOCS, DEMO_STEPS, recipe
 
