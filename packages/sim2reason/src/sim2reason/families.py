@@ -37,6 +37,7 @@ from sim2reason.dsl import Entity, Scene
 from sim2reason.engines import (
     Component,
     G,
+    _pos0,
     body_buffer,
     components,
     finish_body,
@@ -76,10 +77,6 @@ CATEGORY = {
 _ROT_COLUMNS = {"angular_velocity": (17, 3), "angular_acceleration": (20, 3),
                 "angular_momentum": (23, 3), "net_torque": (26, 3),
                 "moment_of_inertia": (29, 1)}  # fmt: skip
-
-
-def _pos0(e: Entity) -> np.ndarray:
-    return np.asarray(e.position, dtype=float)
 
 
 # -- simulators ---------------------------------------------------------------------------
