@@ -266,3 +266,23 @@ def test_two_trainers_in_one_process(tiny_lm, tmp_path):
     assert not AcceleratorState._shared_state and not PartialState._shared_state
     assert train_one(rl.cpu_grpo_config(tmp_path / "c", max_steps=1)) == "no"
     rl.reset_accelerate_state()
+
+
+def test_reset_with_args_keeps_accelerate_logging_usable(tmp_path):
+    """A trainer's constructor may log through accelerate before it builds its Accelerator
+    (trl warns about some loss settings there); after a plain reset that raises, so the reset
+    can re-run the device set-up of arguments built before it."""
+    from accelerate.logging import get_logger
+    from accelerate.state import PartialState
+
+    log = get_logger("llmcore-test")
+    args = rl.cpu_grpo_config(tmp_path / "a", max_steps=1)
+    rl.reset_accelerate_state()
+    with pytest.raises(RuntimeError, match="initialize the accelerate state"):
+        log.warning("no process state")
+    rl.reset_accelerate_state(args)
+    assert PartialState._shared_state and args.device.type == "cpu"
+    log.warning("logged")  # does not raise
+    with pytest.raises(ConfigError, match="TrainingArguments"):
+        rl.reset_accelerate_state(object())
+    rl.reset_accelerate_state()

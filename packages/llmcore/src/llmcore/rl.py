@@ -175,12 +175,19 @@ def _check_cpu_grpo(kw: dict[str, Any]) -> None:
             )
 
 
-def reset_accelerate_state() -> None:
+def reset_accelerate_state(args: Any = None) -> None:
     """Forget accelerate's process-wide singletons (``AcceleratorState``, ``PartialState``,
     ``GradientState``) so the next trainer in this process starts from a clean state.
 
     Needed between trainers whose accelerate settings differ (mixed precision, device, plugins),
     which accelerate otherwise refuses or silently ignores; harmless when they are the same.
+
+    Pass the next trainer's ``args`` (any ``transformers.TrainingArguments``, e.g. a
+    ``GRPOConfig``) when they were built before this call: their device set-up is then run
+    again, as transformers does it, so the process state exists when the trainer's constructor
+    logs through accelerate (trl warns there before it creates its ``Accelerator``, and
+    accelerate's logger raises without a process state). Without ``args`` the state stays empty
+    until the next ``TrainingArguments`` or ``Accelerator`` is created.
     """
     try:
         from accelerate.state import AcceleratorState, GradientState
@@ -188,6 +195,14 @@ def reset_accelerate_state() -> None:
         raise MissingExtraError("llmcore.rl.reset_accelerate_state", "trl") from e
     AcceleratorState._reset_state(reset_partial_state=True)
     GradientState._reset_state()
+    if args is not None:
+        if not hasattr(args, "_setup_devices"):
+            raise ConfigError(
+                f"reset_accelerate_state(args=...) takes transformers TrainingArguments, got "
+                f"{type(args).__name__}"
+            )
+        args.__dict__.pop("_setup_devices", None)  # a cached_property: run the set-up again
+        _ = args.device
 
 
 RewardFn = Callable[..., Sequence[float | None]]

@@ -9,10 +9,8 @@ base model (named in the adapter config), or a full checkpoint as usual.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 __all__ = ["is_adapter_dir", "load_policy", "lora_config"]
@@ -71,8 +69,9 @@ def lora_config(
 
 def is_adapter_dir(path: str | os.PathLike[str]) -> bool:
     """True for a folder holding a peft adapter and no full model weights."""
-    p = Path(path)
-    return (p / "adapter_config.json").exists() and not (p / "config.json").exists()
+    from llmcore.models import is_adapter_dir as _is_adapter_dir
+
+    return _is_adapter_dir(path)
 
 
 def load_policy(
@@ -86,24 +85,11 @@ def load_policy(
 
     An adapter folder is loaded on ``base`` (default: the ``base_model_name_or_path`` its
     adapter config records) and, with ``merge=True``, merged into plain transformers weights;
-    its tokenizer comes from the adapter folder when saved there, else from the base."""
-    from llmcore.models import load_model_and_tokenizer, load_tokenizer
-    from selfverify_rl.errors import SelfVerifyConfigError
+    its tokenizer comes from the adapter folder when saved there, else from the base (all
+    through ``llmcore.models.load_model_and_tokenizer``)."""
+    from llmcore.models import load_model_and_tokenizer
 
     if not is_adapter_dir(path):
         return load_model_and_tokenizer(path, device=device)
-    peft = _import_peft()
-    cfg = json.loads((Path(path) / "adapter_config.json").read_text())
-    base = base or cfg.get("base_model_name_or_path")
-    if not base:
-        raise SelfVerifyConfigError(
-            f"{path}: the adapter config names no base model; pass base=<hub id or checkpoint>"
-        )
-    model, tok = load_model_and_tokenizer(base, device=device)
-    model = peft.PeftModel.from_pretrained(model, str(path))
-    if merge:
-        model = model.merge_and_unload()
-    model.eval()
-    if (Path(path) / "tokenizer_config.json").exists():
-        tok = load_tokenizer(str(path))
-    return model, tok
+    _import_peft()  # names this package's extra when peft is missing
+    return load_model_and_tokenizer(path, base_model=base, merge_adapter=merge, device=device)
