@@ -55,8 +55,8 @@ def small_trainer(
     rows = ArithmeticTask(digits=2, seed=3).problems(16)
     cfg = cpu_config(
         mode=mode, max_steps=steps, num_generations=4, per_device_train_batch_size=16,
-        max_completion_length=48, learning_rate=5e-5, loss_type="dapo", beta=0.0,
-        verification_interval=interval, seed=seed, **kw,
+        max_completion_length=48, loss_type="dapo",
+        verification_interval=interval, seed=seed, **{"learning_rate": 5e-5, "beta": 0.0, **kw},
     )  # fmt: skip
     reset_accelerate_state()
     return SelfVerifyGRPOTrainer(

@@ -78,6 +78,26 @@ def test_grpo_trains_only_the_adapter(warm_entry, tmp_path, mode, steps, kinds):
         _check_reload(tr, warm_entry, tmp_path)
 
 
+def test_grpo_with_kl_on_lora_uses_the_base_as_reference(warm_entry):
+    """beta > 0 with an adapter: trl takes the reference log-probs from the same model with the
+    adapter switched off (no second copy). The KL starts at 0 (LoRA's B starts at zero, so policy
+    and reference agree), becomes positive once the adapter has moved, and stays finite; only the
+    adapter trains."""
+    import torch
+
+    tr = small_trainer(warm_entry, "gen", 3, peft_config=_lora(), beta=0.04, learning_rate=1e-3)
+    assert tr.ref_model is None and tr.beta == 0.04
+    before = {k: v.detach().clone() for k, v in tr.model.named_parameters()}
+    tr.train()
+    kls = [h["kl"] for h in tr.state.log_history if "kl" in h]
+    assert len(kls) == 3 and all(math.isfinite(k) for k in kls), kls
+    assert kls[0] == pytest.approx(0.0, abs=1e-6) and max(kls[1:]) > 0, kls
+    _check_adapter_only(tr, before)
+    assert all(
+        not torch.equal(v, before[k]) for k, v in tr.model.named_parameters() if "lora_B" in k
+    )
+
+
 def test_sft_warmup_trains_only_the_adapter(warm_entry, tmp_path):
     import torch
     from selfverify_rl.sft import sft_warmup, warmup_pairs
