@@ -10,7 +10,7 @@ from edit_collapse.config import (
     config_from_mapping,
     load_hparams,
 )
-from edit_collapse.editors import MEMITEditor, ROMEEditor
+from edit_collapse.editors import AlphaEditEditor, MEMITEditor, ROMEEditor
 from edit_collapse.errors import (
     EditDivergedError,
     EditInputError,
@@ -156,3 +156,17 @@ def test_hparams_yaml_keeps_unknown_keys(tmp_path):
         config_from_mapping({"alg_name": "MEND"})
     with pytest.raises(EditInputError, match="does not exist"):
         load_hparams(tmp_path / "missing.yaml")
+
+
+def test_alphaedit_without_null_space(random_pair, small_world, tmp_path):
+    """A threshold below every eigenvalue of C_0 gives the projector 0: every AlphaEdit update
+    would be 0, so it is refused instead of editing nothing."""
+    model, tok = random_pair
+    texts = [f.sentence(t) for f in small_world.facts for t in range(3)]
+    cfg = EditConfig("AlphaEdit", layers=[1], context_template_length_params=CTX,
+                     v_num_grad_steps=2, nullspace_threshold=0.0)  # fmt: skip
+    ed = AlphaEditEditor(cfg, stats_texts=texts, stats_cache_dir=tmp_path)
+    with pytest.raises(
+        EditInputError, match="nullspace_threshold=0 leaves no null space at layer 1"
+    ):
+        ed.apply(model, tok, world_requests(small_world, 1))

@@ -10,11 +10,28 @@ problem = 0.005):
 - reasoning at T = 1 / 10 / 50: FT-M 0.950 / 0.935 / 0.705 (margin 19.5 points over the
   5-point drop), ROME 0.940 / 0.425 / 0.110 (margin 79); MEMIT 0.950 / 0.950 / 0.930 (2 points:
   the 5-point drop does NOT hold for MEMIT, reported in the README, not asserted);
-  AlphaEdit 0.950 / 0.950 / 0.940 (loses 1 point vs MEMIT's 2: margin one problem).
+  AlphaEdit under EasyEdit's v_lr 0.1 and L2 10 0.950 / 0.950 / 0.940, but with Rel 0.00 at
+  every T (no edit realised; see below).
 - retrieval: reasoning 0.950 at every T (exact), but Rel 0.34 and Average 0.396 at T = 50
   (MEMIT 0.561): Rel >= 0.8 and "Average >= every parametric method" do NOT hold; not asserted.
 - MEMIT, layer 2: median R over the 5 % smallest-sigma directions 2.35 / 8.02 / 21.02;
   rho(sigma_k, R_k) = -0.993 at T = 50.
+AlphaEdit re-calibrated 2026-12-02 (the values above are of the old settings, under which it
+realised no edit: Rel 0.00 at every T, so "loses less than MEMIT" compared MEMIT with an
+unedited model). Diagnosis on 12 single edits: with EasyEdit's Llama-3-8B ``v_lr`` 0.1, v*
+moved ||z|| (about 127) by only 27 (Adam's cap 0.1 x 25 steps x sqrt(128)), and MEMIT's solve
+given that z* also reached Rel 0.00; given MEMIT's z*, the projected solve with ``L2`` 10
+realised 44 % of the residual (Rel 0.00), with ``L2`` 1 or 0.1 98-106 % (Rel 0.92, as MEMIT).
+Recipe of the new try, written before measuring: ``v_lr`` 0.5 and ``L2`` = 10 x 512 / 14336
+(about 0.36, MEMIT's width scaling of lambda), threshold 2e-2 kept (null space 335 / 252 of 512
+directions at layers 1 / 2), everything else as before; the comparison with MEMIT is asserted
+only if AlphaEdit's Rel at T = 1 is at least 0.5 (it edits at all).
+Measured (fixture, seed 0): AlphaEdit Rel 1.00 / 0.80 / 0.90, Loc 1.00 / 1.00 / 0.775,
+reasoning 0.950 / 0.920 / 0.870 at T = 1 / 10 / 50: it loses 8 points, MEMIT 2, so "AlphaEdit
+loses less than MEMIT" does NOT hold on this model (strict xfail below). Sensitivity, the same
+session without geometry (report only): threshold 2e-2 with L2 1 Rel 1.00 / 0.60 / 0.84,
+reasoning 0.950 / 0.925 / 0.910; threshold 0.2 with L2 10 Rel 1.00 / 0.50 / 0.76, reasoning
+0.950 / 0.950 / 0.910: AlphaEdit loses 4 points at T = 50 in both, still more than MEMIT.
 Re-run 2026-12-02 after the evaluator scored each dimension in one batched call and the gate
 became one forward: the same reasoning, Rel/Gen/Port and Average values; MEMIT's Loc at T = 50
 0.865 (was 0.875) and its R values above moved in the third digit (batching changes float sums).
@@ -55,7 +72,18 @@ def test_parametric_editing_damages_reasoning(sessions, method):
     assert all(b <= a + 0.02 for a, b in itertools.pairwise(acc))
 
 
+def test_alphaedit_edits_before_comparison(sessions):
+    """Guard: the reasoning comparison below means nothing for an editor that does not edit."""
+    assert sessions["alphaedit"]["rows"][0]["rel"] >= 0.5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="once AlphaEdit realises its edits (Rel 0.90 at T = 50) it loses 8 reasoning points at "
+    "T = 50 on the world model, MEMIT 2 (MEMIT realises fewer: Rel 0.70)",
+)
 def test_alphaedit_loses_less_than_memit(sessions):
+    assert sessions["alphaedit"]["rows"][0]["rel"] >= 0.5, "AlphaEdit realised no edit at T = 1"
     pre = sessions["memit"]["rows"][0]["reasoning_pre"]
     loss_alpha = pre - sessions["alphaedit"]["rows"][-1]["reasoning"]
     loss_memit = pre - sessions["memit"]["rows"][-1]["reasoning"]

@@ -21,23 +21,45 @@ def test_claim_directions_other_seeds(world_entry, seed):
     assert all(r["reasoning"] == r["reasoning_pre"] for r in s["retrieval"]["rows"])
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_memit_alphaedit_directions_other_seeds(world_entry, seed):
-    """Seeds 1 and 2 of MEMIT and AlphaEdit (measured 2026-12-02, reasoning pre 0.95): at
-    T = 50 MEMIT 0.945 and AlphaEdit 0.950 on both seeds (AlphaEdit loses less: a one-problem
-    margin, as on seed 0); MEMIT's median R over the 5 % smallest-sigma directions at layer 2
-    2.10 / 9.28 / 20.57 and 2.59 / 8.11 / 22.22 at T = 1 / 10 / 50, rho(sigma_k, R_k) -0.99 at
-    T = 50 on both."""
-    s = {
+def _memit_alphaedit(world_entry, seed):
+    return {
         m: load_session(session_entry(m, seed=seed, world_entry=world_entry))
         for m in ("memit", "alphaedit")
     }
-    loss = {m: s[m]["rows"][0]["reasoning_pre"] - s[m]["rows"][-1]["reasoning"] for m in s}
-    assert loss["alphaedit"] < loss["memit"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_memit_alphaedit_directions_other_seeds(world_entry, seed):
+    """Seeds 1 and 2 of MEMIT: median R over the 5 % smallest-sigma directions at layer 2
+    rises with T and rho(sigma_k, R_k) < 0 at T = 50 (measured 2026-12-02: 2.10 / 9.28 / 20.48
+    and 2.59 / 8.06 / 22.22 at T = 1 / 10 / 50, rho -0.99 on both). AlphaEdit, with the world
+    model's ``v_lr`` 0.5 and ``L2`` 0.36, must realise its first edit (Rel at T = 1 >= 0.5);
+    under EasyEdit's v_lr 0.1 / L2 10 it realised none (Rel 0.00 at T = 50 on both seeds)."""
+    s = _memit_alphaedit(world_entry, seed)
+    assert s["alphaedit"]["rows"][0]["rel"] >= 0.5
     geo = [g for g in s["memit"]["geometry"] if g["layer"] == 2]
     r = [g["R_small"] for g in sorted(geo, key=lambda g: g["n_edits"])]
     assert r == sorted(r) and r[0] < r[-1]
     assert geo[-1]["rho_sigma_R"] < 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="AlphaEdit loses 4 / 4.5 reasoning points at T = 50 on seeds 1 / 2, MEMIT 0.5 / 0.5",
+)
+@pytest.mark.parametrize("seed", [1, 2])
+def test_alphaedit_loses_less_than_memit_other_seeds(world_entry, seed):
+    """The paper's "AlphaEdit loses less reasoning than MEMIT" on seeds 1 and 2 (on seed 0 it
+    does not hold once AlphaEdit edits: 8 points lost vs MEMIT's 2). Measured 2026-12-02
+    (reasoning pre 0.95; T = 1 / 10 / 50): seed 1 AlphaEdit Rel 1.00 / 1.00 / 0.96, reasoning
+    0.950 / 0.945 / 0.910, MEMIT Rel 0.00 / 0.80 / 0.74, reasoning 0.950 / 0.950 / 0.945; seed 2
+    AlphaEdit Rel 1.00 / 1.00 / 0.92, reasoning 0.950 / 0.930 / 0.905, MEMIT Rel 1.00 / 0.70 /
+    0.74, reasoning 0.950 / 0.945 / 0.945."""
+    s = _memit_alphaedit(world_entry, seed)
+    assert s["alphaedit"]["rows"][0]["rel"] >= 0.5, "AlphaEdit realised no edit at T = 1"
+    loss = {m: s[m]["rows"][0]["reasoning_pre"] - s[m]["rows"][-1]["reasoning"] for m in s}
+    print(seed, loss, [(r["n_edits"], r["rel"], r["reasoning"]) for r in s["alphaedit"]["rows"]])
+    assert loss["alphaedit"] < loss["memit"]
 
 
 @pytest.mark.parametrize("method", ["ft-m", "rome", "memit", "alphaedit", "retrieval"])

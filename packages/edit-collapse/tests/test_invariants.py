@@ -79,6 +79,29 @@ def test_alphaedit_update_is_in_null_space_of_preserved_keys(random_pair, small_
         h.restore()
 
 
+@pytest.mark.parametrize("L2", [10.0, 0.36])
+def test_alphaedit_solve_closed_form(L2):
+    """AlphaEdit's solve for one key ``k`` and residual ``r`` with no earlier keys: the update
+    writes ``Delta k = r |P k|^2 / (|P k|^2 + L2)`` (the share that made ``L2 = 10`` too large
+    for small keys) and ``Delta K_0 = 0`` for keys in the complement of the null space; with
+    ``K_p`` cached the update also leaves ``P``-projected earlier keys' outputs nearly fixed."""
+    g = torch.Generator().manual_seed(0)
+    d, d_out = 16, 5
+    U, _ = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
+    null, kept = U[:, :6], U[:, 6:]
+    ed = AlphaEditEditor(EditConfig("AlphaEdit", layers=[0], L2=L2))
+    ed._P[0] = (null @ null.T).float()
+    k = torch.randn(1, d, generator=g)
+    r = torch.randn(1, d_out, generator=g)
+    delta = ed._solve(None, None, 0, k, r).double()  # [d_out, d_in]
+    pk2 = float((k.double() @ null).pow(2).sum())
+    assert torch.allclose(delta @ k.double().T, r.double().T * pk2 / (pk2 + L2), atol=1e-5)
+    assert float((delta @ kept).abs().max()) < 1e-6
+    ed.cache_c[0] = 1e4 * (null[:, :3] @ null[:, :3].T).float()  # a strong earlier key in P
+    d2 = ed._solve(None, None, 0, k, r).double()
+    assert float((d2 @ null[:, :3]).norm()) < 1e-2 * float((delta @ null[:, :3]).norm())
+
+
 @pytest.mark.parametrize("cls,cfg", [
     (FTEditor, EditConfig("FT", layers=[1], num_steps=3)),
     (ROMEEditor, EditConfig("ROME", layers=[1], context_template_length_params=CTX, v_num_grad_steps=3)),
@@ -277,3 +300,22 @@ def test_bm25_index_follows_the_memory(small_world):
     assert enc.top_k(query, docs, 3) == first == Encoder("bm25").top_k(query, docs, 3)
     assert enc.top_k(query, more, 3) == Encoder("bm25").top_k(query, more, 3)
     assert 10 in enc.top_k(query, more, 3)
+
+
+def test_statistics_come_from_the_unedited_model(random_pair, small_world, tmp_path):
+    """C_0 of every edited layer is of the unedited weights: computed before the first update,
+    not when the second layer is reached after the first layer was already edited."""
+    model, tok = random_pair
+    texts = _stats_texts(small_world)[:40]
+    cfg = EditConfig("MEMIT", layers=[0, 1], context_template_length_params=CTX, v_num_grad_steps=3,
+                     mom2_n_samples=10_000, mom2_update_weight=10)  # fmt: skip
+    ref = MEMITEditor(cfg, stats_texts=texts, stats_cache_dir=tmp_path / "ref")
+    ref.setup(model, tok)
+    want = {layer: ref.stats(model, tok, layer).clone() for layer in (0, 1)}
+    ed = MEMITEditor(cfg, stats_texts=texts, stats_cache_dir=tmp_path / "run")
+    h = ed.apply(model, tok, world_requests(small_world, 1))
+    try:
+        for layer in (0, 1):
+            assert torch.equal(ed.stats(model, tok, layer), want[layer]), layer
+    finally:
+        h.restore()

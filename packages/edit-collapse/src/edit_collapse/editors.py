@@ -172,6 +172,8 @@ class Editor:
                 f"{self.name} edits one fact at a time; use sequential=True (or MEMIT/AlphaEdit "
                 f"for batch edits of {len(requests)} requests)"
             )
+        for layer in self.stats_layers():  # C_0 of the unedited weights, before any update
+            self.stats(model, tok, layer)
         h = EditHandle(model, editor=self.name)
         self._attach(h)
         t0 = time.perf_counter()
@@ -181,6 +183,10 @@ class Editor:
             h.n_requests += len(b)
         h.time_s = time.perf_counter() - t0
         return h
+
+    def stats_layers(self) -> list[int]:
+        """Layers whose statistics the update uses (computed before the first edit)."""
+        return []
 
     def _attach(self, h: EditHandle) -> None:
         pass
@@ -308,6 +314,9 @@ class ROMEEditor(Editor):
     alg = "ROME"
     name = "rome"
 
+    def stats_layers(self) -> list[int]:
+        return list(self.cfg.layers) if self.cfg.mom2_adjustment else []
+
     def _edit(self, model: Any, tok: Any, batch: list[EditRequest], h: EditHandle) -> None:
         (req,) = batch
         if len(self.cfg.layers) != 1:
@@ -335,6 +344,9 @@ class MEMITEditor(Editor):
     alg = "MEMIT"
     name = "memit"
     batchable = True
+
+    def stats_layers(self) -> list[int]:
+        return list(self.cfg.layers)
 
     def _zs(self, model: Any, tok: Any, batch: list[EditRequest]) -> torch.Tensor:
         top = self.cfg.layer_module_tmp.format(self.cfg.layers[-1])
@@ -424,9 +436,18 @@ class AlphaEditEditor(MEMITEditor):
             h.on_restore.append(self.reset)
 
     def projector(self, model: Any, tok: Any, layer: int) -> torch.Tensor:
+        """``P = U_hat U_hat^T`` over the eigenvectors of ``C_0`` with eigenvalue below
+        ``nullspace_threshold``; an empty null space is an error (``P = 0`` edits nothing)."""
         if layer not in self._P:
             ev, U = torch.linalg.eigh(self.stats(model, tok, layer).double())
             keep = U[:, ev < self.cfg.nullspace_threshold]
+            if keep.shape[1] == 0:
+                raise EditInputError(
+                    f"nullspace_threshold={self.cfg.nullspace_threshold:g} leaves no null space "
+                    f"at layer {layer}: the smallest eigenvalue of C_0 is {float(ev[0]):.3g}, so "
+                    "the projector is 0 and no edit can land; raise nullspace_threshold above it "
+                    "(check the spectrum of C_0 for this model)"
+                )
             self._P[layer] = (keep @ keep.T).float()
         return self._P[layer]
 

@@ -35,7 +35,7 @@ FIXTURES = [
     Fixture(
         name="edit-collapse-sessions",
         build="edit_collapse.fixtures:build_sessions",
-        cold_seconds=160.0,
+        cold_seconds=130.0,
         requires=("edit-collapse-world",),
         entries=tuple(f"edit-collapse-session-{m}-s0" for m in SESSION_METHODS),
         description="seed-0 sequential sessions (T = 1, 10, 50) of five editors on the world model",

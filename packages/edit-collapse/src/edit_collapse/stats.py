@@ -32,7 +32,9 @@ def _cache_dir(cache_dir: str | Path | None) -> Path:
 
 
 def stats_path(key: dict[str, str], cache_dir: str | Path | None = None) -> Path:
-    name = f"{key['model_sha256'][:16]}-{key['module']}-{key['dtype']}-{key['n_samples']}-{key['texts_sha256']}"
+    # "v2": files written before every layer's statistics were taken from the unedited weights
+    # (a later layer's could include the first layer's update) are not reused.
+    name = f"v2-{key['model_sha256'][:16]}-{key['module']}-{key['dtype']}-{key['n_samples']}-{key['texts_sha256']}"
     return _cache_dir(cache_dir) / f"{name}.safetensors"
 
 
