@@ -76,6 +76,16 @@ def test_unsupported_family_lists_supported_and_suggests():
                            parameters={"mass": 1, "radius": 0.5, "angle": 30})])  # fmt: skip
     with pytest.raises(UnsupportedFamilyError, match="supported families: constant_force"):
         AnalyticEngine().simulate(s)
+    # Not declared, never drawn: loading it names the type instead of a generic unknown type.
+    from sim2reason.dsl import ENTITY_TYPES, dump_yaml, load_yaml
+    from sim2reason.generate import SCENE_TYPES
+
+    assert "DiskRackWithSphereEntity" not in ENTITY_TYPES
+    assert all("DiskRackWithSphereEntity" not in t.possible_entities for t in SCENE_TYPES.values())
+    with pytest.raises(
+        UnsupportedFamilyError, match=r"entities\[0\].type='DiskRackWithSphereEntity'"
+    ):
+        load_yaml(dump_yaml(s))
     with pytest.raises(ConfigError, match="mujoco"):
         get_engine("bullet")
 

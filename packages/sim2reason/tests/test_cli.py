@@ -22,16 +22,19 @@ def test_pipeline_commands(tmp_path, capsys):
     assert main(["gen-scenes", "--types", "BasicPulley,DifficultProjectile,DifficultRocket",
                  "--n", "3", "--out", str(scenes)]) == 0  # fmt: skip
     assert len((scenes / "manifest.jsonl").read_text().splitlines()) == 9
-    # A scene of an entity type no engine implements is dropped with the reason.
+    # A scene naming an official entity type no engine implements is a usage error.
     from sim2reason.dsl import Entity, Scene, dump_yaml
 
-    (scenes / "manifest.jsonl").unlink()  # read every *.yaml instead
+    bad = tmp_path / "bad"
+    bad.mkdir()
     rack = Scene("rack", [Entity("d", "DiskRackWithSphereEntity",
                                  parameters={"mass": 1.0, "radius": 0.5, "angle": 30.0})])  # fmt: skip
-    (scenes / "rack.yaml").write_text(dump_yaml(rack))
-    assert main(["simulate", "--scenes", str(scenes), "--out", str(recs)]) == 0
+    (bad / "rack.yaml").write_text(dump_yaml(rack))
+    assert main(["simulate", "--scenes", str(bad), "--out", str(tmp_path / "bad_recs")]) == 2
     err = capsys.readouterr().err
-    assert err.count("dropped rack") == 1 and "supported families" in err
+    assert "DiskRackWithSphereEntity" in err and "supported families" in err
+    (scenes / "manifest.jsonl").unlink()  # read every *.yaml instead
+    assert main(["simulate", "--scenes", str(scenes), "--out", str(recs)]) == 0
     assert len(list(recs.glob("*.npz"))) == 9
     qa = tmp_path / "qa.jsonl"
     assert main(["gen-qa", "--scenes", str(scenes), "--recordings", str(recs),

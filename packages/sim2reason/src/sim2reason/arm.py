@@ -43,6 +43,7 @@ __all__ = [
     "claim_scenes",
     "evaluate_items",
     "run_arm",
+    "sim_worked_solution",
     "synthetic_qa",
     "textbook_items",
 ]
@@ -189,6 +190,64 @@ def textbook_items() -> list[dict[str, Any]]:
     return out
 
 
+def _sim_params(q: QAPair) -> tuple[str, dict[str, float]]:
+    """The family and grid parameters of a simulator question (from its scene name)."""
+    prefix, _, idx = q.reference.rpartition("_")
+    fam, grid = {"cf": ("constant_force", _cf_grid), "atwood": ("atwood", _atwood_grid),
+                 "proj": ("projectile", _proj_grid)}[prefix]  # fmt: skip
+    return fam, grid()[int(idx)]
+
+
+def sim_worked_solution(q: QAPair) -> tuple[str, str] | None:
+    """A worked solution for a simulator-phrased question of the claim's grid, in the textbook
+    bank's solution style: ``(completion, combo)``, where ``combo`` names the physics as
+    :func:`textbook_items` does (``None`` if the closed form does not reproduce the recorded
+    answer to 1e-6 relative)."""
+    fam, p = _sim_params(q)
+    quantity = q.simulation_mapping["attribute"].rsplit(".", 1)[-1]
+    t = float(q.simulation_mapping["time"])
+    if fam == "constant_force":
+        m, F = int(p["mass"]), int(p["force"])
+        a = F / m
+        head = f"a={F}/{m}={_f(a)}"
+    elif fam == "atwood":
+        m1, m2 = int(p["m1"]), int(p["m2"])
+        a = G * abs(m1 - m2) / (m1 + m2)
+        head = f"a=9.81*{abs(m1 - m2)}/{m1 + m2}={_f(a)}"
+    if fam != "projectile":
+        if quantity == "acceleration":
+            ans, sol = a, head
+        elif quantity == "velocity":
+            ans = a * t
+            sol = f"{head} v={_f(a)}*{t:g}={_f(ans)}"
+        elif quantity == "displacement":
+            ans = a * t * t / 2
+            sol = f"{head} x={_f(a)}*{t:g}^2/2={_f(ans)}"
+        elif quantity == "tension" and fam == "atwood":
+            ans = 2 * G * m1 * m2 / (m1 + m2)
+            sol = f"T=19.62*{m1}*{m2}/{m1 + m2}={_f(ans)}"
+        else:
+            return None
+    else:
+        v0 = int(p["speed"])
+        p = dict(p, mass=1)  # the bank's projectile problems are the mass-1 ones
+        if quantity == "acceleration":
+            ans, sol = G, "a=9.81"
+        elif quantity == "velocity":
+            vy = G * t
+            ans = (v0 * v0 + vy * vy) ** 0.5
+            sol = f"vy={_f(vy)} v=sqrt({v0}^2+{_f(vy)}^2)={_f(ans)}"
+        elif quantity == "displacement":
+            x, y = v0 * t, G * t * t / 2
+            ans = (x * x + y * y) ** 0.5
+            sol = f"x={_f(x)} y={_f(y)} d=sqrt({_f(x)}^2+{_f(y)}^2)={_f(ans)}"
+        else:
+            return None
+    if abs(ans - q.answer) > 1e-6 * max(1.0, abs(q.answer)):
+        return None
+    return f"{sol} \\boxed{{{_f(ans)}}}", json.dumps([fam, p, quantity, t], sort_keys=True)
+
+
 # -- data splits -------------------------------------------------------------------------------
 @dataclass
 class ClaimData:
@@ -203,9 +262,14 @@ class ClaimData:
 
 
 def claim_data(seed: int = 0, prior_fraction: float = 0.5, n_proxy: int = 500,
-               n_synthetic_test: int = 500) -> ClaimData:  # fmt: skip
+               n_synthetic_test: int = 500, prior_sim_phrased: bool = False) -> ClaimData:  # fmt: skip
     """Split the textbook bank by parameter combination into prior / proxy, and the simulator
-    QA into RL / synthetic test."""
+    QA into RL / synthetic test.
+
+    ``prior_sim_phrased`` adds to the prior worked solutions (:func:`sim_worked_solution`) for
+    the RL questions whose physics is not one of the proxy's combinations: the prior then also
+    shows the solution steps in the simulator's phrasing, never for a proxy problem's physics
+    and never for a synthetic test question's text."""
     rng = random.Random(seed)
     items = textbook_items()
     combos = sorted({it["combo"] for it in items})
@@ -216,8 +280,17 @@ def claim_data(seed: int = 0, prior_fraction: float = 0.5, n_proxy: int = 500,
     rng.shuffle(proxy)
     sim = synthetic_qa(seed=seed)
     rng.shuffle(sim)
-    return ClaimData(prior=prior, proxy=proxy[:n_proxy], rl=sim[n_synthetic_test:],
-                     synthetic_test=sim[:n_synthetic_test])  # fmt: skip
+    rl, synthetic_test = sim[n_synthetic_test:], sim[:n_synthetic_test]
+    if prior_sim_phrased:
+        proxy_combos = {it["combo"] for it in proxy[:n_proxy]}
+        for q in rl:
+            worked = sim_worked_solution(q)
+            if worked is not None and worked[1] not in proxy_combos:
+                fam, quantity = json.loads(worked[1])[0], json.loads(worked[1])[2]
+                prior.append({"prompt": q.text, "completion": worked[0], "answer": q.answer,
+                              "family": fam, "quantity": quantity, "combo": worked[1]})  # fmt: skip
+    return ClaimData(prior=prior, proxy=proxy[:n_proxy], rl=rl,
+                     synthetic_test=synthetic_test)  # fmt: skip
 
 
 # -- evaluation --------------------------------------------------------------------------------
@@ -248,6 +321,9 @@ class ArmConfig:
     """Warm-start steps (batch ``sft_batch``) on the prior corpus."""
     sft_batch: int = 32
     sft_lr: float = 3e-3
+    prior_sim_phrased: bool = False
+    """Also warm-start on worked solutions of simulator-phrased RL questions whose physics is
+    not a proxy problem's (see :func:`claim_data`)."""
     gate_lo: float = 0.10
     """The warm start's proxy accuracy must lie in [gate_lo, gate_hi] (else no cache entry)."""
     gate_hi: float = 0.40
@@ -290,7 +366,7 @@ def _recipe(cfg: ArmConfig, data: ClaimData) -> Any:
             batch_size=cfg.sft_batch,
             lr=cfg.sft_lr,
             warmup_steps=50,
-            max_length=128,
+            max_length=144,  # the longest prior document (bos + 133 characters + eos)
             seed=cfg.seed,
         ),
         max_eval_loss=20.0,  # held-out loss covers the (untrained) prompt tokens too
@@ -308,7 +384,7 @@ def build_warm_start(cfg: ArmConfig | None = None, *, progress: bool = False,
     from sim2reason.rewards import sim2reason_reward
 
     cfg = cfg or ArmConfig()
-    data = claim_data(cfg.seed)
+    data = claim_data(cfg.seed, prior_sim_phrased=cfg.prior_sim_phrased)
     recipe = _recipe(cfg, data)
     tok = zoo.recipe_tokenizer(recipe)
     marker = tok.convert_tokens_to_ids(tok.tokenize(MARK))[0]

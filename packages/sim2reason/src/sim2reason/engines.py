@@ -107,12 +107,6 @@ def _single(ent: Entity) -> Component:
     family = ENTITY_TYPES[ent.type].family
     if family == "string":
         family = _LONE_STRING_FAMILY[ent.type]
-    elif family is None:
-        raise UnsupportedFamilyError(
-            f"entity {ent.name!r} of type {ent.type} has no engine implementation here; "
-            f"supported families: {', '.join(ANALYTIC_FAMILIES)} (entity types "
-            f"{sorted(k for k, v in ENTITY_TYPES.items() if v.family)})"
-        )
     return Component(family, [ent], [])
 
 

@@ -3,7 +3,7 @@
 ``build`` is called with no arguments in a fresh single-thread worker and returns the
 ``ZooEntry`` it built or loaded. ``cold_seconds`` are the CPU seconds (user + system, one
 torch thread) of a cold build on this project's shared 2-core machine, split between the two
-fixtures by their wall times (the machine was loaded, so wall times ran about 2.3x longer;
+fixtures by their wall times (the machine was loaded, so wall times ran about 1.4x longer;
 see the README).
 """
 
@@ -30,7 +30,7 @@ FIXTURES = [
     Fixture(
         name="sim2reason-warm",
         build="sim2reason.fixtures:build_warm_start",
-        cold_seconds=172.0,
+        cold_seconds=130.0,
         entries=("sim2reason-warm",),
         description="2x128 char Llama, completion-only SFT on textbook worked solutions, "
         "gated to proxy accuracy in [0.10, 0.40]",
@@ -38,7 +38,7 @@ FIXTURES = [
     Fixture(
         name="sim2reason-grpo-arm",
         build="sim2reason.fixtures:build_arm",
-        cold_seconds=205.0,
+        cold_seconds=196.0,
         requires=("sim2reason-warm",),
         entries=("sim2reason-grpo-arm",),
         description="prefilter + GRPO (tiny preset) on simulator QA from the warm start",

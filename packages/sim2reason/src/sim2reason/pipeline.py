@@ -39,8 +39,8 @@ def _one(args: tuple[dict[str, Any], str, tuple[str, ...], int, int, bool, float
     from sim2reason.qa import generate_qa
 
     sdict, engine_name, kinds, per_scene, seed, do_filter, rel_tol, max_children = args
-    scene = scene_from_dict(sdict)
     try:
+        scene = scene_from_dict(sdict)  # validates: an unimplemented entity type is dropped
         eng = get_engine(engine_name)
         rec = eng.simulate(scene)
         if rec.unstable:

@@ -274,7 +274,7 @@ def _category(scene: Scene, body: str) -> str:
     etype = scene.entity(body.split(".")[0]).type
     if etype in CATEGORY:
         return CATEGORY[etype]
-    if etype in ("PendulumEntity", "RigidRotationEntity", "DiskRackWithSphereEntity"):
+    if etype in ("PendulumEntity", "RigidRotationEntity"):
         return "rotation"
     if etype == "ThrowingMotionEntity":
         return "projectile"
