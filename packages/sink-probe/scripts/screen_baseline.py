@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--d-model", type=int, default=64)
     ap.add_argument("--n-layers", type=int, default=4)
+    ap.add_argument("--n-heads", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--every", type=int, default=500, help="probe every N steps (0: never)")
@@ -65,7 +66,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     spec = VariantSpec(
-        steps=args.steps, d_model=args.d_model, n_layers=args.n_layers,
+        steps=args.steps, d_model=args.d_model, n_layers=args.n_layers, n_heads=args.n_heads,
         batch_size=args.batch_size, lr=args.lr, weight_decay=args.weight_decay,
         seed=args.seed, n_train=args.n_train, max_eval_loss=args.max_eval_loss,
         stream=StreamSpec(seq_len=args.seq_len, n_pairs=args.n_pairs, n_queries=args.n_queries),
