@@ -102,3 +102,99 @@ def test_lmeval_tasks(tmp_path, tiny_model):
     out = lmeval.evaluate_model(model, tok, ["compgen_unseen"], include_path=str(tmp_path / "tasks"), limit=2,
                                 gen_kwargs={"max_gen_toks": 8})  # fmt: skip
     assert "compgen_unseen" in lmeval.scores(out)
+
+
+def test_d2_mixed_depth_sft_compound_beats_atomic_on_ood():
+    """D2 on an SFT model that can write a variable number of steps (extended tier).
+
+    The claim's SFT model saw only depth-2 traces, so depth-1 and depth-3 prompts score 0 for every
+    arm and atomic RL prompts are never solved. This try gives the SFT data two depths.
+
+    Recipe (fixed before measuring): the routing-context CPU split (seed 0, L_train 2, OOD depth
+    3, length-4 inputs); SFT documents = 64,000 depth-2 traces (the claim split's first 64,000
+    SFT rows) + 16,000 depth-1 traces (20 %; atomic rows of the same split drawn after the 1,000
+    atomic RL prompts, so no RL prompt row is copied into SFT, though with 12 atomic signatures x
+    1,296 inputs many (signature, input) pairs recur), shuffled with seed 0; the claim's SFT
+    settings otherwise (2 x 128 Llama, 64 positions, 1,000 steps x 64, lr 1e-3 cosine), zoo name
+    ``compgen-rl-sft-mixdepth``, gates only record greedy seen / depth-1 probe accuracy. Then the
+    claim arm's prefilter + GRPO (8 x 8, lr 2e-5, 60 steps, same sample budget) on ``compound``
+    (depth-2 C_RL) and on ``atomic`` (depth-1) RL data; an arm whose prefilter keeps fewer than one
+    step of prompts stays the SFT model. Evaluated greedily on 500 seen, 500 unseen, 300 depth-3
+    OOD and 120 depth-1 probe prompts. Asserted: acc_ood(compound) > acc_ood(atomic).
+
+    Measured (seed 0; acc / step acc; 7 min 37 s wall, 443 CPU s, SFT 297 s of it): SFT seen
+    0.824 / unseen 0.244 / OOD 0.000 (step 0.000) / depth-1 probes 0.983; compound RL (prefilter
+    kept 304 of 1,000, 641 never solved) seen 0.776, unseen 0.358, OOD 0.000 (step 0.000), probes
+    0.992; atomic RL (kept 90 of 1,000, 910 always solved, mean pass 0.98; zero-std groups 0.84
+    on average) seen 0.826, unseen 0.240, OOD 0.000 (step 0.000), probes 1.000. D2 does not hold:
+    the depth-1 traces make atomic prompts reachable, but no arm writes a correct first step on a
+    three-module prompt (the SFT model garbles even ``h1`` there: the longer program string is
+    itself out of distribution), so OOD depth 3 stays 0 for every arm."""
+    import random
+    from dataclasses import replace
+
+    import compgen_rl.hlsm
+    import compgen_rl.modules
+    from compgen_rl.errors import CompgenError
+    from compgen_rl.evaluate import evaluate
+    from compgen_rl.tiny import (
+        CLAIM_GRPO,
+        _answer_match,
+        build_rl_arm,
+        claim_split,
+        sft_recipe,
+        split_rows,
+    )
+    from compgen_rl.train import GRPOArgs
+
+    from llmcore import zoo
+    from llmcore.zoo.train import completion_loss
+
+    cfg = claim_split()
+    rows, _ = split_rows(cfg)
+    n1 = cfg.n_sft // 5
+    atomic_cfg = replace(cfg, rl_data="atomic")
+    d1 = split_rows(replace(atomic_cfg, n_rl=cfg.n_rl + n1))[0]["rl"]
+    assert d1[: cfg.n_rl] == split_rows(atomic_cfg)[0]["rl"]  # the RL prompts come first
+    docs = [r["prompt"] + r["completion"] for r in rows["sft"][: cfg.n_sft - n1] + d1[cfg.n_rl :]]
+    random.Random(0).shuffle(docs)
+    base = sft_recipe(cfg, name="compgen-rl-sft-mixdepth")
+    recipe = replace(
+        base,
+        corpus=zoo.Corpus("compgen-tiny-routing_context-mixdepth-s0", tuple(docs), base.corpus.eval),
+        description="2x128 Llama SFT on depth-1 (20 %) and depth-2 traces of the routing-context split",
+    )  # fmt: skip
+    tok = zoo.recipe_tokenizer(recipe)
+    newline = tok.convert_tokens_to_ids(tok.tokenize("\n"))[0]
+    g = [zoo.accuracy_gate([r["prompt"] for r in rows[s][:200]], [r["answer"] for r in rows[s][:200]],
+                           max_new_tokens=40, match=_answer_match, name=f"gate_{s}_acc")
+         for s in ("test_seen", "probe_atomic")]  # fmt: skip
+    sft = zoo.build(
+        recipe,
+        progress=True,
+        loss_fn=completion_loss(newline),
+        gate=lambda m, t: {**g[0](m, t), **g[1](m, t)},
+        key_extra={"loss": "completion after the first newline", "gate": "records seen/probe acc",
+                   "code": zoo.code_digest(compgen_rl.hlsm, compgen_rl.modules)},
+    )  # fmt: skip
+    grpo = GRPOArgs(**CLAIM_GRPO)
+    arms, train = {"sft": sft}, {}
+    for name, c in (("compound", cfg), ("atomic", atomic_cfg)):
+        try:
+            arms[name] = build_rl_arm(sft, c, grpo)
+            train[name] = {
+                k: v for k, v in arms[name].metrics.items() if "prefilter" in k or "zero_std" in k
+            }
+        except CompgenError as exc:  # the prefilter kept less than one step of prompts
+            arms[name], train[name] = sft, {"skipped": str(exc)[:120]}
+    res = {n: {s: evaluate(*e.load(), rows[s]) for s in ("test_seen", "test_unseen", "test_ood", "probe_atomic")}
+           for n, e in arms.items()}  # fmt: skip
+    out = {
+        n: {s: (round(r[s]["acc"], 3), round(r[s]["step_acc"], 3)) for s in r}
+        for n, r in res.items()
+    }
+    print(
+        "D2 mixed-depth SFT",
+        json.dumps({"acc_step": out, "train": train, "sft_gate": dict(sft.metrics)}),
+    )
+    assert res["compound"]["test_ood"]["acc"] > res["atomic"]["test_ood"]["acc"], out
