@@ -13,6 +13,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from llmcore.models import is_adapter_dir  # a folder with a peft adapter and no full model
+
 __all__ = ["is_adapter_dir", "load_policy", "lora_config"]
 
 PEFT_HINT = "pip install 'selfverify-rl[peft]'"
@@ -65,13 +67,6 @@ def lora_config(
         target_modules=targets,
         bias="none",
     )
-
-
-def is_adapter_dir(path: str | os.PathLike[str]) -> bool:
-    """True for a folder holding a peft adapter and no full model weights."""
-    from llmcore.models import is_adapter_dir as _is_adapter_dir
-
-    return _is_adapter_dir(path)
 
 
 def load_policy(
