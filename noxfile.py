@@ -25,10 +25,22 @@ session tests the same torch/transformers the lock pins and reuses uv's cache.
 
 from __future__ import annotations
 
+import os
+import platform
 import tomllib
 from pathlib import Path
 
 import nox
+
+# Reproducible numerics on x86: every session (and so the fixture builds and the claim tests)
+# runs torch's AVX2 kernels and caps MKL at AVX2. Float rounding differs between AVX2 and
+# AVX512 kernels, and minutes of training amplify it: on an AVX512 machine the default kernels
+# built two fixtures that missed their quality gates, while the pinned ones rebuilt a fixture
+# bit-identical to the AVX2 machine's. The zoo keys record the kernels
+# (``llmcore.zoo.cache.cpu_kernels``). Set either variable yourself to override.
+if platform.machine().lower() in {"x86_64", "amd64"}:
+    os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
+    os.environ.setdefault("MKL_ENABLE_INSTRUCTIONS", "AVX2")
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "no"

@@ -198,3 +198,22 @@ def test_custom_loss_and_gate(tmp_path, monkeypatch) -> None:
     with pytest.raises(QualityGateError, match="probe too low"):
         zoo.build(r, gate=reject, key_extra={"gate": "reject"}, progress=False)
     assert len(zoo.list_entries()) == 2
+
+
+def test_cache_key_records_cpu_kernels(monkeypatch) -> None:
+    """Weights trained with other CPU kernels are another artifact: the key changes with them."""
+    import torch
+
+    from llmcore.zoo.cache import cpu_kernels, library_versions, recipe_key
+
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "avx2")
+    assert cpu_kernels() == f"{torch.backends.cpu.get_cpu_capability()}/mkl-AVX2"
+    assert library_versions()["cpu_kernels"] == cpu_kernels()
+    pinned = recipe_key({"name": "x"})
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS")
+    assert cpu_kernels().endswith("/mkl-native")
+    assert recipe_key({"name": "x"}) != pinned
+    native = recipe_key({"name": "x"})
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "OTHER")
+    assert cpu_kernels() == "OTHER/mkl-native"
+    assert recipe_key({"name": "x"}) not in (pinned, native)

@@ -27,8 +27,24 @@ def cache_root() -> Path:
     return Path(user_cache_dir("llmcore")) / "zoo"
 
 
+def cpu_kernels() -> str:
+    """The CPU kernel set torch dispatches to (``ATEN_CPU_CAPABILITY``: e.g. ``AVX2``,
+    ``AVX512``) and MKL's instruction cap (``MKL_ENABLE_INSTRUCTIONS``, ``native`` if unset).
+
+    Both change float rounding, and a few minutes of training amplify that into different
+    weights: the same recipe built on an AVX2 and an AVX512 machine gives different models,
+    which may fall on either side of a quality gate. Pinning both to ``AVX2``
+    (``ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2``, what the project's nox
+    sessions set on x86) gives bit-identical weights across such machines."""
+    import torch
+
+    mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper() or "native"
+    return f"{torch.backends.cpu.get_cpu_capability()}/mkl-{mkl}"
+
+
 def library_versions() -> dict[str, str]:
-    """major.minor of the libraries whose numerics determine the trained weights."""
+    """major.minor of the libraries whose numerics determine the trained weights, and the CPU
+    kernels they run (:func:`cpu_kernels`)."""
     import tokenizers
     import torch
     import transformers
@@ -40,6 +56,7 @@ def library_versions() -> dict[str, str]:
         "torch": mm(torch.__version__),
         "transformers": mm(transformers.__version__),
         "tokenizers": mm(tokenizers.__version__),
+        "cpu_kernels": cpu_kernels(),
         "zoo_format": str(ZOO_FORMAT),
     }
 
