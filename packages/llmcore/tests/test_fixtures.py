@@ -199,7 +199,7 @@ def test_phase_builds_a_shared_entry_once_and_names_a_failing_builder(fake_dist)
     assert len(lines) == 4 and all(line.startswith("[fixtures ") for line in lines)
 
 
-def test_cli_builds_fixtures_and_lists_packages(fake_dist, capsys):
+def test_cli_builds_fixtures_and_lists_packages(fake_dist, capsys, monkeypatch):
     """``zoo build --fixtures`` (worker processes that import no torch, so it stays quick),
     its JSON summary and exit codes, and ``zoo list`` naming a cache entry's package."""
     import json
@@ -225,8 +225,20 @@ def test_cli_builds_fixtures_and_lists_packages(fake_dist, capsys):
     row = next(line for line in listing.splitlines() if line.startswith("fakefx-shared"))
     assert row.split()[1] == "fakefx" and "12.5" in row
     # a failing fixture: exit code 2 and its name on stderr
-    assert main(["zoo", "build", "--fixtures", "fakefx-bad", "--jobs", "1"]) == 2
-    assert "fakefx-bad" in capsys.readouterr().err
+    from llmcore.zoo.cache import REFERENCE_KERNELS
+
+    bad = ["zoo", "build", "--fixtures", "fakefx-bad", "--jobs", "1"]
+    monkeypatch.setattr("llmcore.zoo.cache.cpu_kernels", lambda: REFERENCE_KERNELS)
+    assert main(bad) == 2
+    err = capsys.readouterr().err
+    assert "fakefx-bad" in err and f"CPU kernels {REFERENCE_KERNELS}" in err
+    assert "ATEN_CPU_CAPABILITY" not in err
+    # built with other kernels than the gates were calibrated with: the failure says so
+    monkeypatch.setattr("llmcore.zoo.cache.cpu_kernels", lambda: "AVX512/mkl-native")
+    assert main(bad) == 2
+    err = capsys.readouterr().err
+    assert "CPU kernels AVX512/mkl-native" in err
+    assert "ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2" in err
 
 
 def test_a_fixture_outside_the_zoo_fails_the_phase(fake_dist):

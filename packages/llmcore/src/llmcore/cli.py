@@ -249,11 +249,13 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
 def _build_fixtures(args: argparse.Namespace) -> int:
     from llmcore.data import atomic_write_json
     from llmcore.fixtures import FixtureBuildError, build_fixtures, discover, select, summary_rows
+    from llmcore.zoo.cache import REFERENCE_KERNELS, cpu_kernels
 
     chosen = select(discover(), args.names)
+    kernels = cpu_kernels()
     print(
         f"building {len(chosen)} fixtures with {args.jobs} single-thread workers "
-        f"(cache: {_cache_root()})",
+        f"(cache: {_cache_root()}; CPU kernels {kernels})",
         file=sys.stderr,
         flush=True,
     )
@@ -275,6 +277,14 @@ def _build_fixtures(args: argparse.Namespace) -> int:
     if args.json_out:
         atomic_write_json(args.json_out, {"wall_seconds": wall, "fixtures": rows})
     if exc is not None:
+        if kernels != REFERENCE_KERNELS:
+            print(
+                f"note: these fixtures were built with CPU kernels {kernels}; their quality "
+                f"gates were calibrated with {REFERENCE_KERNELS}, and other kernels train other "
+                "weights. To reproduce the calibrated builds start with "
+                "ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 (nox sets both).",
+                file=sys.stderr,
+            )
         raise exc
     return 0
 

@@ -27,6 +27,10 @@ def cache_root() -> Path:
     return Path(user_cache_dir("llmcore")) / "zoo"
 
 
+#: The kernels every fixture gate and claim margin of this project was calibrated with.
+REFERENCE_KERNELS = "AVX2/mkl-AVX2"
+
+
 def cpu_kernels() -> str:
     """The CPU kernel set torch dispatches to (``ATEN_CPU_CAPABILITY``: e.g. ``AVX2``,
     ``AVX512``) and MKL's instruction cap (``MKL_ENABLE_INSTRUCTIONS``, ``native`` if unset).
