@@ -16,6 +16,7 @@ from edit_collapse.errors import (
     EditInputError,
     JudgeUnavailableError,
     StaleStatsError,
+    TargetNotReachedWarning,
     UnsupportedModelError,
 )
 from edit_collapse.requests import EditRequest, world_requests
@@ -66,6 +67,104 @@ def test_stale_statistics(random_pair, small_world, tmp_path):
     assert path.is_file()
     with pytest.raises(StaleStatsError, match="model_sha256"):
         load_stats(path, {**key, "model_sha256": "b" * 64})
+
+
+def test_statistics_key_carries_the_code(random_pair, small_world, tmp_path, monkeypatch):
+    """The statistics' key and file name carry a digest of the code that computes C_0: a change
+    to that code (this module, or a core helper it calls) finds no older file, and a file
+    recorded under another code is refused."""
+    import importlib.util
+    import shutil
+    import sys
+
+    from edit_collapse import core, stats
+
+    model, tok = random_pair
+    texts = [f.sentence(0) for f in small_world.facts]
+    mod = "model.layers.0.mlp.down_proj"
+    key = stats.stats_key("a" * 64, mod, "float32", 10, texts[:10])
+    path = stats.stats_path(key, tmp_path)
+    assert key["code"] == stats.stats_code_digest()
+    assert path.name.startswith(key["code"] + "-")
+    stats.layer_stats(model, tok, mod, texts, 10, cache_dir=tmp_path, model_digest="a" * 64)
+    assert path.is_file()
+
+    # an edited copy of the statistics module computes another key
+    src = tmp_path / "copy" / "stats.py"
+    src.parent.mkdir()
+    shutil.copy(stats.__file__, src)
+    src.write_text(src.read_text() + "\n# a change to the statistics code\n")
+    spec = importlib.util.spec_from_file_location("edit_collapse._stats_copy", src)
+    copy = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, copy)
+    spec.loader.exec_module(copy)
+    other = copy.stats_key("a" * 64, mod, "float32", 10, texts[:10])
+    assert other["code"] != key["code"]
+    assert copy.stats_path(other, tmp_path) != path
+    with pytest.raises(StaleStatsError, match="code"):
+        stats.load_stats(path, other)
+
+    # so does a change to a core helper it calls (the padding)
+    orig = core.pad_right
+
+    def pad_right(rows, pad_id, device):  # another implementation: another digest
+        return orig(rows, pad_id, device)
+
+    monkeypatch.setattr(core, "pad_right", pad_right)
+    changed = stats.stats_key("a" * 64, mod, "float32", 10, texts[:10])
+    assert changed["code"] != key["code"]
+    assert not stats.stats_path(changed, tmp_path).exists()
+    stats.layer_stats(model, tok, mod, texts, 10, cache_dir=tmp_path, model_digest="a" * 64)
+    assert stats.stats_path(changed, tmp_path).is_file()  # recomputed, not the older file
+
+
+@pytest.mark.parametrize("cls", [ROMEEditor, MEMITEditor])
+def test_v_star_short_of_target_warns(cls, random_pair, small_world, tmp_path):
+    """One v* step cannot reach the target on a random model: a warning names the request, the
+    final target NLL and the threshold, and the handle and the session rows record the miss."""
+    from edit_collapse.core import V_STAR_NLL_TOL, V_STAR_WARN_PROB
+    from edit_collapse.session import run_edit_session
+
+    model, tok = random_pair
+    cfg = EditConfig(cls.alg, layers=[1], context_template_length_params=CTX, v_num_grad_steps=1)
+    ed = cls(cfg, stats_texts=[f.sentence(0) for f in small_world.facts], stats_cache_dir=tmp_path)
+    reqs = world_requests(small_world, 2)
+    with pytest.warns(TargetNotReachedWarning) as rec:
+        res = run_edit_session(ed, model, tok, reqs, eval_at=(1, 2))
+    res.handle.restore()
+    msgs = [str(w.message) for w in rec]
+    assert len(msgs) == 2
+    r0 = reqs[0]
+    assert f"request 0 ({r0.prompt!r} -> {r0.target_new!r})" in msgs[0]
+    assert "in 1 steps: target NLL" in msgs[0] and f"< {V_STAR_WARN_PROB:g}" in msgs[0]
+    assert [v["case_id"] for v in res.handle.v_star] == [0, 1]
+    for v in res.handle.v_star:
+        assert not v["reached"] and v["steps"] == 1 and v["nll"] > V_STAR_NLL_TOL
+        assert v["target_prob"] < V_STAR_WARN_PROB
+        assert f"target NLL {v['nll']:.3g}" in msgs[v["case_id"]]
+    assert [r["v_star_missed"] for r in res.rows] == [1, 2]
+
+
+def test_v_star_near_miss_is_recorded_without_warning(random_pair, small_world, tmp_path,
+                                                      monkeypatch):  # fmt: skip
+    """A search that ends above the stopping tolerance but with P(target) over the warning
+    level (here: a level of 0) only counts in the records."""
+    import warnings
+
+    from edit_collapse import core
+    from edit_collapse.session import run_edit_session
+
+    monkeypatch.setattr(core, "V_STAR_WARN_PROB", 0.0)
+    model, tok = random_pair
+    cfg = EditConfig("ROME", layers=[1], context_template_length_params=CTX, v_num_grad_steps=1)
+    ed = ROMEEditor(cfg, stats_texts=[f.sentence(0) for f in small_world.facts],
+                    stats_cache_dir=tmp_path)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TargetNotReachedWarning)
+        res = run_edit_session(ed, model, tok, world_requests(small_world, 2), eval_at=(2,))
+    res.handle.restore()
+    assert [v["reached"] for v in res.handle.v_star] == [False, False]
+    assert res.rows[-1]["v_star_missed"] == 2
 
 
 def test_non_finite_update(random_pair, small_world, tmp_path):

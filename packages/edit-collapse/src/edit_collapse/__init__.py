@@ -68,6 +68,7 @@ _LAZY = {
     "StaleStatsError": ".errors",
     "UnsupportedModelError": ".errors",
     "JudgeUnavailableError": ".errors",
+    "TargetNotReachedWarning": ".errors",
 }
 
 __all__ = ["METHOD", "__version__", *_LAZY]

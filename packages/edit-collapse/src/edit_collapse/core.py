@@ -5,6 +5,8 @@ AlphaEdit at their top layer."""
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -12,8 +14,25 @@ from typing import Any
 import torch
 
 from edit_collapse.config import EditConfig
-from edit_collapse.errors import EditDivergedError, EditInputError, UnsupportedModelError
+from edit_collapse.errors import (
+    EditDivergedError,
+    EditInputError,
+    TargetNotReachedWarning,
+    UnsupportedModelError,
+)
 from edit_collapse.requests import EditRequest
+
+V_STAR_NLL_TOL = 5e-2
+"""v*/z* stops once the target's mean negative log-likelihood (per token, averaged over the
+prefixed prompts) is below this (EasyEdit's tolerance); a search that ends above it is recorded
+as not ``reached``."""
+
+V_STAR_WARN_PROB = 0.5
+"""A search whose final ``P(target) = exp(-NLL)`` is below this warns
+(:class:`~edit_collapse.errors.TargetNotReachedWarning`): the target is then not reliably the
+model's most likely continuation, so the edit may not land. Searches between this and
+:data:`V_STAR_NLL_TOL` are common on small models and usually land, so they only count in the
+records."""
 
 
 def encode(tok: Any, text: str) -> list[int]:
@@ -211,6 +230,15 @@ def replay_outputs(
                 m.forward = saved[n]
 
 
+def _target_nll(logp: torch.Tensor, label_pos: Sequence[int], tgt: torch.Tensor) -> torch.Tensor:
+    """Mean over the first ``len(label_pos)`` rows of the target's per-token NLL."""
+    nll: Any = 0.0
+    for i, p in enumerate(label_pos):
+        pos = torch.arange(p, p + len(tgt), device=logp.device)
+        nll = nll - logp[i, pos, tgt].sum() / len(tgt)
+    return nll / len(label_pos)
+
+
 def optimize_target(
     model: Any,
     tok: Any,
@@ -219,6 +247,7 @@ def optimize_target(
     hook_name: str,
     templates: Sequence[str],
     replay: bool = True,
+    report: list[dict[str, Any]] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """v*/z* per request: ``delta`` added to ``hook_name``'s output at the subject's last token,
     optimised so the model emits ``target_new`` after every prefixed prompt, plus
@@ -227,7 +256,13 @@ def optimize_target(
     Returns ``(targets, inits)``, each ``[n, d]``. With ``replay`` (and the model in eval mode)
     the blocks below ``hook_name`` and the hooked module itself run once per request and their
     outputs are replayed in every step (:func:`replay_outputs`: the same values, without the
-    recomputation)."""
+    recomputation). The search stops once the target NLL is below :data:`V_STAR_NLL_TOL`; one
+    that uses all ``v_num_grad_steps`` is scored once more with its final delta and, if its
+    ``P(target)`` is below :data:`V_STAR_WARN_PROB`, warns
+    (:class:`~edit_collapse.errors.TargetNotReachedWarning`, naming the request, the NLL and the
+    threshold). ``report`` (a list) receives one record per request:
+    ``case_id``, ``nll`` (final), ``target_prob`` (``exp(-nll)``), ``steps``, ``reached``,
+    ``threshold``."""
     from llmcore.hooks import intervene
 
     dev = device_of(model)
@@ -269,6 +304,7 @@ def optimize_target(
             if replay and not model.training
             else nullcontext()
         )
+        last_nll, steps, reached = float("nan"), 0, False
         with frozen:
             for _ in range(cfg.v_num_grad_steps):
                 with intervene(model, {hook_name: add_delta}):
@@ -276,26 +312,46 @@ def optimize_target(
                         input_ids=ids, attention_mask=att, use_cache=False
                     ).logits.float()
                 logp = torch.log_softmax(logits, -1)
-                nll = 0.0
-                for i in range(n_rw):
-                    pos = torch.arange(label_pos[i], label_pos[i] + len(tgt), device=dev)
-                    nll = nll - logp[i, pos, tgt_t].sum() / len(tgt)
-                nll = nll / n_rw
+                nll = _target_nll(logp, label_pos, tgt_t)
                 kl_lp = logp[n_rw, idxs[n_rw]]
                 if kl_ref is None:
                     kl_ref = kl_lp.detach()
                 kl = torch.nn.functional.kl_div(kl_lp, kl_ref, log_target=True, reduction="sum")
                 wd = cfg.v_weight_decay * delta.norm() ** 2 / init.norm() ** 2
                 loss = nll + cfg.kl_factor * kl + wd
-                if float(nll.detach()) < 5e-2:
+                last_nll = float(nll.detach())
+                if last_nll < V_STAR_NLL_TOL:
+                    reached = True
                     break
                 (g,) = torch.autograd.grad(loss, [delta])
                 delta.grad = g
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+                steps += 1
                 with torch.no_grad():
                     if delta.norm() > max_norm:
                         delta.mul_(max_norm / delta.norm())
+            if not reached:  # score the final delta (the loop ends after its last update)
+                with torch.no_grad(), intervene(model, {hook_name: add_delta}):
+                    logits = model(input_ids=ids, attention_mask=att, use_cache=False).logits
+                last_nll = float(
+                    _target_nll(torch.log_softmax(logits.float(), -1), label_pos, tgt_t)
+                )
+                reached = last_nll < V_STAR_NLL_TOL
+        record = {"case_id": req.case_id, "nll": last_nll, "target_prob": math.exp(-last_nll),
+                  "steps": steps, "reached": reached, "threshold": V_STAR_NLL_TOL}  # fmt: skip
+        if report is not None:
+            report.append(record)
+        if not reached and record["target_prob"] < V_STAR_WARN_PROB:
+            warnings.warn(
+                f"v*/z* for request {req.case_id!r} ({req.prompt!r} -> {req.target_new!r}) did "
+                f"not reach its target at {hook_name} in {steps} steps: target NLL "
+                f"{last_nll:.3g}, P(target) {record['target_prob']:.3g} < {V_STAR_WARN_PROB:g} "
+                f"(stopping tolerance NLL {V_STAR_NLL_TOL:g}); the edit may not land (raise "
+                "v_num_grad_steps or v_lr)",
+                TargetNotReachedWarning,
+                stacklevel=2,
+            )
         out = (init + delta).detach()
         if not torch.isfinite(out).all():
             raise EditDivergedError(

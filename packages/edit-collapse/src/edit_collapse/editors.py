@@ -21,7 +21,10 @@ from edit_collapse.requests import EditRequest
 
 @dataclass
 class EditHandle:
-    """The edits applied to ``model``: original copies of every changed tensor."""
+    """The edits applied to ``model``: original copies of every changed tensor. ``v_star`` holds
+    one record per request of a v*/z* search (ROME, MEMIT, AlphaEdit): ``case_id``, final target
+    ``nll`` and ``target_prob``, ``steps``, ``reached`` and the ``threshold``
+    (:func:`edit_collapse.core.optimize_target`); :meth:`v_star_missed` counts the misses."""
 
     model: Any
     originals: dict[str, torch.Tensor] = field(default_factory=dict)
@@ -29,6 +32,7 @@ class EditHandle:
     n_requests: int = 0
     editor: str = ""
     on_restore: list[Callable[[], None]] = field(default_factory=list)
+    v_star: list[dict[str, Any]] = field(default_factory=list)
 
     def remember(self, name: str) -> None:
         if name not in self.originals:
@@ -40,6 +44,7 @@ class EditHandle:
             self.originals.setdefault(k, v)
         self.time_s += other.time_s
         self.n_requests += other.n_requests
+        self.v_star += other.v_star
         self.on_restore += [f for f in other.on_restore if f not in self.on_restore]
         return self
 
@@ -64,6 +69,10 @@ class EditHandle:
             k: self.model.get_parameter(k).detach().cpu().clone().contiguous()
             for k in self.originals
         }
+
+    def v_star_missed(self) -> int:
+        """How many v*/z* searches ended above their target threshold."""
+        return sum(not r["reached"] for r in self.v_star)
 
     def delta_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.originals.values())
@@ -329,7 +338,7 @@ class ROMEEditor(Editor):
             core.lookup_index(tok, x, req.subject, self.cfg.fact_token, req.case_id) for x in texts
         ]
         k = core.compute_keys(model, tok, name, texts, idxs).mean(0)
-        v_star, _ = core.optimize_target(model, tok, self.cfg, [req], name, tpl)
+        v_star, _ = core.optimize_target(model, tok, self.cfg, [req], name, tpl, report=h.v_star)
         u = torch.linalg.solve(self.stats(model, tok, layer), k) if self.cfg.mom2_adjustment else k
         with torch.no_grad():
             cur = core.module(model, name)(k.to(core.weight_of(model, name).dtype)).float()
@@ -348,9 +357,13 @@ class MEMITEditor(Editor):
     def stats_layers(self) -> list[int]:
         return list(self.cfg.layers)
 
-    def _zs(self, model: Any, tok: Any, batch: list[EditRequest]) -> torch.Tensor:
+    def _zs(
+        self, model: Any, tok: Any, batch: list[EditRequest], report: list[dict[str, Any]]
+    ) -> torch.Tensor:
         top = self.cfg.layer_module_tmp.format(self.cfg.layers[-1])
-        z, _ = core.optimize_target(model, tok, self.cfg, batch, top, self.templates(model, tok))
+        z, _ = core.optimize_target(
+            model, tok, self.cfg, batch, top, self.templates(model, tok), report=report
+        )
         return z
 
     def _keys(self, model: Any, tok: Any, batch: list[EditRequest], layer: int) -> torch.Tensor:
@@ -399,7 +412,7 @@ class MEMITEditor(Editor):
         return R.T @ adj.T  # [d_out, d_in]
 
     def _edit(self, model: Any, tok: Any, batch: list[EditRequest], h: EditHandle) -> None:
-        zs = self._zs(model, tok, batch)
+        zs = self._zs(model, tok, batch, h.v_star)
         for i, layer in enumerate(self.cfg.layers):
             K = self._keys(model, tok, batch, layer)
             R = (zs - self._cur_z(model, tok, batch)) / (len(self.cfg.layers) - i)

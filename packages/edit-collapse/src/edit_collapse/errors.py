@@ -28,3 +28,7 @@ class UnsupportedModelError(EditCollapseError):
 
 class JudgeUnavailableError(EditCollapseError):
     """``matcher='judge'`` without a reachable judge model."""
+
+
+class TargetNotReachedWarning(UserWarning):
+    """A v*/z* search ended without reaching its target (the edit may not land)."""

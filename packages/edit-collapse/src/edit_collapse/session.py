@@ -16,7 +16,8 @@ from edit_collapse.requests import EditRequest
 
 @dataclass
 class SessionResult:
-    """Checkpoint rows (``{method, n_edits, rel, gen, loc, port, avg, reasoning, ...}``),
+    """Checkpoint rows (``{method, n_edits, rel, gen, loc, port, avg, reasoning, v_star_missed,
+    ...}``; ``v_star_missed`` counts the v*/z* searches so far that ended above their target),
     per-case rows, geometry rows (``{layer, n_edits, median_R, R_small, rho_sigma_R, ...}``) and
     the merged :class:`~edit_collapse.editors.EditHandle` (weights stay edited until
     ``handle.restore()``)."""
@@ -133,6 +134,12 @@ def _mean(rows: list[dict[str, Any]], k: str) -> float | None:
     return sum(v) / len(v) if v else None
 
 
+def _missed(handle: Any) -> int:
+    """v*/z* searches of ``handle`` that missed their target (0 for editors without v*)."""
+    f = getattr(handle, "v_star_missed", None)
+    return int(f()) if f is not None else 0
+
+
 def run_edit_session(
     editor: Any,
     model: Any,
@@ -171,9 +178,10 @@ def run_edit_session(
             _, S, Vt = torch.linalg.svd(h, full_matrices=False)
             geo_pre[layer] = (h, S, Vt)
 
-    def checkpoint(n: int, cases: list[dict[str, Any]], t: float) -> None:
+    def checkpoint(n: int, cases: list[dict[str, Any]], t: float, missed: int) -> None:
         row = {"method": out.method, "dataset": dataset, "n_edits": n, "sequential": sequential, "mode": mode,
-               **{k: _mean(cases, k) for k in ("rel", "gen", "loc", "port")}, "time_s": t}  # fmt: skip
+               **{k: _mean(cases, k) for k in ("rel", "gen", "loc", "port")}, "time_s": t,
+               "v_star_missed": missed}  # fmt: skip
         row["avg"] = M.average(row)
         if reasoning:
             acc = M.reasoning_accuracy(view, tok, reasoning)
@@ -189,14 +197,15 @@ def run_edit_session(
                 )
 
     if not sequential:
-        cases, t = [], 0.0
+        cases, t, missed = [], 0.0, 0
         for r in requests:
             h = editor.apply(model, tok, [r], sequential=True)
             t += h.time_s
+            missed += _missed(h)
             cases += ev.evaluate(view, [r])
             h.restore()
         out.cases = cases
-        checkpoint(1, cases, t)
+        checkpoint(1, cases, t, missed)
         return out
     done = 0
     for n in _checkpoints(eval_at, len(requests)):
@@ -208,5 +217,10 @@ def run_edit_session(
         for c in cases:
             c["n_edits"] = n
         out.cases += cases
-        checkpoint(n, cases, out.handle.time_s if out.handle else time.perf_counter() - t0)
+        checkpoint(
+            n,
+            cases,
+            out.handle.time_s if out.handle else time.perf_counter() - t0,
+            _missed(out.handle),
+        )
     return out
