@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from llmcore.zoo import pin_reference_kernels
+
+# The CPU kernels the fixtures were calibrated with (nox sets them too); before any tensor op.
+pin_reference_kernels()
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _one_thread():

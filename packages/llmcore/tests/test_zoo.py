@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import replace
 
 import pytest
@@ -198,6 +199,34 @@ def test_custom_loss_and_gate(tmp_path, monkeypatch) -> None:
     with pytest.raises(QualityGateError, match="probe too low"):
         zoo.build(r, gate=reject, key_extra={"gate": "reject"}, progress=False)
     assert len(zoo.list_entries()) == 2
+
+
+def test_pin_reference_kernels(monkeypatch) -> None:
+    """On x86 the pin asks for the calibrated kernels, keeps a user's own value, and warns when
+    torch runs other kernels than asked."""
+    import platform
+    import warnings
+
+    from llmcore.zoo.cache import REFERENCE_KERNELS, cpu_kernels, pin_reference_kernels
+
+    if platform.machine().lower() not in {"x86_64", "amd64"}:
+        monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
+        assert pin_reference_kernels() == cpu_kernels()
+        assert "MKL_ENABLE_INSTRUCTIONS" not in os.environ
+        return
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert pin_reference_kernels() == REFERENCE_KERNELS
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"
+    assert os.environ["MKL_ENABLE_INSTRUCTIONS"] == "AVX2"
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX512")  # the user's choice wins
+    assert pin_reference_kernels() == "AVX2/mkl-AVX512"
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    with pytest.warns(RuntimeWarning, match="asked torch for AVX2 CPU kernels but it runs AVX512"):
+        assert pin_reference_kernels() == "AVX512/mkl-AVX512"
 
 
 def test_cache_key_records_cpu_kernels(monkeypatch) -> None:

@@ -7,6 +7,10 @@ import pytest
 import torch
 from pfa_learnability.pfa import PFA
 
+from llmcore.zoo import pin_reference_kernels
+
+# The CPU kernels the fixtures were calibrated with (nox sets them too); before any tensor op.
+pin_reference_kernels()
 torch.set_num_threads(1)
 
 

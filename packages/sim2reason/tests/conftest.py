@@ -14,6 +14,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest
 import torch
 
+from llmcore.zoo import pin_reference_kernels
+
+# The CPU kernels the fixtures were calibrated with (nox sets them too); before any tensor op.
+pin_reference_kernels()
 torch.set_num_threads(1)
 
 

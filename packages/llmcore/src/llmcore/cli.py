@@ -249,10 +249,10 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
 def _build_fixtures(args: argparse.Namespace) -> int:
     from llmcore.data import atomic_write_json
     from llmcore.fixtures import FixtureBuildError, build_fixtures, discover, select, summary_rows
-    from llmcore.zoo.cache import REFERENCE_KERNELS, cpu_kernels
+    from llmcore.zoo.cache import REFERENCE_KERNELS, pin_reference_kernels
 
+    kernels = pin_reference_kernels()  # the kernels the fixtures' gates were calibrated with
     chosen = select(discover(), args.names)
-    kernels = cpu_kernels()
     print(
         f"building {len(chosen)} fixtures with {args.jobs} single-thread workers "
         f"(cache: {_cache_root()}; CPU kernels {kernels})",
@@ -281,8 +281,9 @@ def _build_fixtures(args: argparse.Namespace) -> int:
             print(
                 f"note: these fixtures were built with CPU kernels {kernels}; their quality "
                 f"gates were calibrated with {REFERENCE_KERNELS}, and other kernels train other "
-                "weights. To reproduce the calibrated builds start with "
-                "ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 (nox sets both).",
+                "weights. This command pins them on x86 unless ATEN_CPU_CAPABILITY or "
+                "MKL_ENABLE_INSTRUCTIONS is set already: unset both (or set them to avx2 / AVX2) "
+                "to reproduce the calibrated builds.",
                 file=sys.stderr,
             )
         raise exc

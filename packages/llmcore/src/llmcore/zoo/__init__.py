@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llmcore.errors import ConfigError, QualityGateError
-from llmcore.zoo.cache import cache_root, clear, list_entries
+from llmcore.zoo.cache import cache_root, clear, list_entries, pin_reference_kernels
 from llmcore.zoo.corpus import Corpus, arithmetic_corpus, default_corpus, dyck_corpus, facts_corpus
 from llmcore.zoo.recipes import ModelSpec, Recipe, TokenizerSpec, TrainSpec
 from llmcore.zoo.store import ZooEntry, artifact_dir, cached, code_digest, lookup
@@ -46,6 +46,7 @@ __all__ = [
     "get_recipe",
     "list_entries",
     "lookup",
+    "pin_reference_kernels",
     "recipe_names",
     "recipe_tokenizer",
     "register_recipe",

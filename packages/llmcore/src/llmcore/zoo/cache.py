@@ -7,7 +7,9 @@ import fcntl
 import hashlib
 import json
 import os
+import platform
 import shutil
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,35 @@ def cpu_kernels() -> str:
 
     mkl = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").strip().upper() or "native"
     return f"{torch.backends.cpu.get_cpu_capability()}/mkl-{mkl}"
+
+
+def pin_reference_kernels() -> str:
+    """Ask for the CPU kernels the project's fixtures were calibrated with
+    (:data:`REFERENCE_KERNELS`) and return the kernels in effect (:func:`cpu_kernels`).
+
+    On x86 this sets ``ATEN_CPU_CAPABILITY=avx2`` and ``MKL_ENABLE_INSTRUCTIONS=AVX2`` unless
+    they are set already (a value of your own wins); elsewhere it changes nothing. torch reads
+    its variable at the first CPU kernel it dispatches, so call this before any tensor
+    operation (a test suite: at the top of its ``conftest.py``); warns when torch already runs
+    other kernels than asked. Child processes inherit the variables.
+    """
+    if platform.machine().lower() not in {"x86_64", "amd64"}:
+        return cpu_kernels()
+    os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
+    os.environ.setdefault("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    import torch
+
+    asked = os.environ["ATEN_CPU_CAPABILITY"].strip().upper()
+    got = torch.backends.cpu.get_cpu_capability()
+    if asked not in {got, "DEFAULT", ""}:
+        warnings.warn(
+            f"asked torch for {asked} CPU kernels but it runs {got}: either this CPU lacks "
+            f"them or a tensor operation ran before ATEN_CPU_CAPABILITY was set (set it before "
+            f"the first one, e.g. in the environment)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return cpu_kernels()
 
 
 def library_versions() -> dict[str, str]:
