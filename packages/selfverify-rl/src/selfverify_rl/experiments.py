@@ -288,7 +288,7 @@ def train_arm(
         max_completion_length=arm.max_completion_length,
         verification_interval=arm.verification_interval, seed=arm.seed, logging_steps=1,
     )  # fmt: skip
-    reset_accelerate_state()
+    reset_accelerate_state(cfg)  # cfg was built before: its device set-up runs again
     trainer = SelfVerifyGRPOTrainer(
         model=model, args=cfg, processing_class=tok,
         train_dataset=make_train_dataset(train, prefix=model_prefix(tok)),

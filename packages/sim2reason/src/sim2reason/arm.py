@@ -286,7 +286,7 @@ def claim_data(seed: int = 0, prior_fraction: float = 0.5, n_proxy: int = 500,
         for q in rl:
             worked = sim_worked_solution(q)
             if worked is not None and worked[1] not in proxy_combos:
-                fam, quantity = json.loads(worked[1])[0], json.loads(worked[1])[2]
+                fam, _, quantity = json.loads(worked[1])[:3]
                 prior.append({"prompt": q.text, "completion": worked[0], "answer": q.answer,
                               "family": fam, "quantity": quantity, "combo": worked[1]})  # fmt: skip
     return ClaimData(prior=prior, proxy=proxy[:n_proxy], rl=rl,

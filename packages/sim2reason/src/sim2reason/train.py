@@ -119,7 +119,7 @@ def train_grpo(model: Any, tokenizer: Any, train_ds: Any, eval_ds: Any = None, c
             f"train_ds needs 'prompt' and 'answer' columns, has {train_ds.column_names}"
         )
     cfg = cfg or grpo_config("tiny")
-    reset_accelerate_state()
+    reset_accelerate_state(cfg)  # cfg was built before: its device set-up runs again
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=list(reward_funcs or [make_reward()]),
