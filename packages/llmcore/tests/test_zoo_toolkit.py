@@ -7,6 +7,7 @@ import json
 import sys
 import threading
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -49,6 +50,44 @@ def test_cached_builds_once_and_lists(cache) -> None:
     forced = zoo.cached("derived", {"x": 1}, make, progress=False, force=True)
     assert not forced.from_cache and len(calls) == 3
     assert zoo.clear("derived") == 2 and zoo.list_entries() == []
+
+
+def test_clear_entries_unused_for_days(cache, capsys) -> None:
+    """Each cache hit records its use; clear(unused_days=N) drops only the entries no run has
+    loaded or built for N days (e.g. those a code change re-keyed)."""
+    import os
+    import time
+
+    from llmcore.cli import main
+    from llmcore.zoo.cache import select_entries
+
+    a, b, c = (zoo.cached("derived", {"x": i}, lambda t: _write(t, "hi"), progress=False)
+               for i in range(3))  # fmt: skip
+    used = a.path.with_name(a.path.name + ".used")
+    assert not used.exists()
+    assert zoo.lookup("derived", {"x": 0}).from_cache and used.exists()
+    assert zoo.cached("derived", {"x": 1}, lambda t: _write(t, "no"), progress=False).from_cache
+    ten_days = time.time() - 10 * 86400
+    os.utime(used, (ten_days, ten_days))  # a: last loaded 10 days ago
+    os.utime(c.path / "zoo.json", (ten_days, ten_days))  # c: built then, never loaded since
+    rows = {Path(e["path"]): e for e in zoo.list_entries()}
+    assert rows[a.path]["last_used"] == pytest.approx(ten_days, abs=2)
+    assert rows[b.path]["last_used"] > ten_days + 9 * 86400
+    assert select_entries(unused_days=5) == sorted([a.path, c.path])
+    assert select_entries(unused_days=11) == []
+    assert select_entries("other", unused_days=5) == []
+    assert main(["zoo", "list"]) == 0 and "last_used" in capsys.readouterr().out
+    assert main(["zoo", "clear", "--unused-days", "5", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "would remove 2 cache entries" in out and str(c.path) in out
+    assert len(zoo.list_entries()) == 3
+    assert main(["zoo", "clear", "--unused-days", "-1"]) == 2
+    assert "unused_days must be >= 0" in capsys.readouterr().err
+    assert main(["zoo", "clear", "--unused-days", "5"]) == 0 and not used.exists()
+    assert [Path(e["path"]) for e in zoo.list_entries()] == [b.path]
+    building = b.path.parent / ".derived-inprogress"  # another process's build, not yet renamed
+    building.mkdir()
+    assert zoo.clear() == 1 and building.exists() and zoo.list_entries() == []
 
 
 def test_cached_failure_caches_nothing(cache) -> None:

@@ -182,8 +182,17 @@ def _entry_row(
         "eval_loss": m.get("eval_loss", ""),
         "params": int(m["n_params"]) if "n_params" in m else "",
         "cold_s": round(e["build_seconds"], 1) if "build_seconds" in e else "",
+        "last_used": _day(e.get("last_used", 0.0)),
         "path": e["path"],
     }
+
+
+def _day(ts: float) -> str:
+    import datetime
+
+    if not ts:
+        return ""
+    return datetime.datetime.fromtimestamp(ts, tz=datetime.UTC).strftime("%Y-%m-%d")
 
 
 def _cmd_zoo(args: argparse.Namespace) -> int:
@@ -218,7 +227,17 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
             )
         return 0
     if args.zoo_cmd == "clear":
-        n = zoo.clear(args.name)
+        from llmcore.zoo.cache import select_entries
+
+        how = {"unused_days": args.unused_days}
+        if args.dry_run:
+            paths = select_entries(args.name, **how)
+            for path in paths:
+                print(path)
+            n = len(paths)
+            print(f"would remove {n} cache entr{'y' if n == 1 else 'ies'} from {zoo.cache_root()}")
+            return 0
+        n = zoo.clear(args.name, **how)
         print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {zoo.cache_root()}")
         return 0
     if args.fixtures:
@@ -351,6 +370,13 @@ def build_parser() -> argparse.ArgumentParser:
     zsub.add_parser("list", help="show recipes and cache entries")
     c = zsub.add_parser("clear", help="delete cache entries")
     c.add_argument("name", nargs="?", help="only this recipe's entries")
+    c.add_argument(
+        "--unused-days",
+        type=float,
+        metavar="N",
+        help="only entries no run has loaded or built for N days (the cache records each use)",
+    )
+    c.add_argument("--dry-run", action="store_true", help="list what would be removed")
     s.set_defaults(func=_cmd_zoo)
     return p
 

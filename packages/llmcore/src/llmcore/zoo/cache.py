@@ -125,8 +125,28 @@ def install(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
+def mark_used(path: Path) -> None:
+    """Record that the cache entry at ``path`` was used now (a ``<entry>.used`` file beside it;
+    best effort: a read-only cache is left as it is). :func:`clear` can then drop the entries no
+    run has used for a while."""
+    with contextlib.suppress(OSError):
+        path.with_name(path.name + ".used").touch()
+
+
+def last_used(path: Path) -> float:
+    """When the entry at ``path`` was last used (:func:`mark_used`) or else built, as a POSIX
+    timestamp (0.0 if unknown)."""
+    for f in (path.with_name(path.name + ".used"), path / "zoo.json"):
+        try:
+            return f.stat().st_mtime
+        except OSError:
+            continue
+    return 0.0
+
+
 def list_entries() -> list[dict[str, Any]]:
-    """Metadata (``zoo.json``) of every complete cache entry."""
+    """Metadata (``zoo.json``) of every complete cache entry, with its ``path`` and
+    ``last_used`` time (see :func:`last_used`)."""
     root = cache_root()
     out = []
     if root.exists():
@@ -135,18 +155,44 @@ def list_entries() -> list[dict[str, Any]]:
             if d.is_dir() and not d.name.startswith(".") and meta.exists():
                 info = json.loads(meta.read_text())
                 info["path"] = str(d)
+                info["last_used"] = last_used(d)
                 out.append(info)
     return out
 
 
-def clear(name: str | None = None) -> int:
-    """Delete cache entries (all, or those of recipe ``name``); returns how many."""
+def select_entries(name: str | None = None, *, unused_days: float | None = None) -> list[Path]:
+    """Entry folders :func:`clear` would delete with the same arguments."""
+    import time
+
     root = cache_root()
-    n = 0
     if not root.exists():
-        return 0
-    for d in root.iterdir():
-        if d.is_dir() and (name is None or d.name.rsplit("-", 1)[0] == name):
-            shutil.rmtree(d)
-            n += 1
-    return n
+        return []
+    if unused_days is not None and unused_days < 0:
+        from llmcore.errors import ConfigError
+
+        raise ConfigError(f"unused_days must be >= 0, got {unused_days}")
+    if unused_days is None:
+        return sorted(
+            d
+            for d in root.iterdir()
+            if d.is_dir()
+            and not d.name.startswith(".")
+            and (name is None or d.name.rsplit("-", 1)[0] == name)
+        )
+    cutoff = time.time() - 86400 * unused_days
+    return [
+        Path(info["path"])
+        for info in list_entries()
+        if (name is None or info.get("name") == name) and info["last_used"] < cutoff
+    ]
+
+
+def clear(name: str | None = None, *, unused_days: float | None = None) -> int:
+    """Delete cache entries and return how many: all, or those of recipe ``name``; with
+    ``unused_days`` only those no run has loaded (or built) for that many days, e.g. the
+    entries left behind when a code or version change gave their recipes new keys."""
+    paths = select_entries(name, unused_days=unused_days)
+    for d in paths:
+        shutil.rmtree(d)
+        d.with_name(d.name + ".used").unlink(missing_ok=True)
+    return len(paths)

@@ -32,6 +32,7 @@ from llmcore.zoo.cache import (
     entry_dir,
     install,
     library_versions,
+    mark_used,
     recipe_key,
 )
 
@@ -64,6 +65,8 @@ class ZooEntry:
 
 
 def _entry(meta: dict[str, Any], path: Path, from_cache: bool) -> ZooEntry:
+    if from_cache:
+        mark_used(path)
     return ZooEntry(
         meta["name"],
         path,
