@@ -1,9 +1,10 @@
 """Shared test setup.
 
 One torch thread. Trainers run in this process one after another: every ``run_sft`` /
-``run_grpo`` resets accelerate's process-wide ``AcceleratorState`` after training
-(``llmcore.rl.reset_accelerate_state``, i.e. ``AcceleratorState._reset_state(True)``), so the
-next trainer starts clean. The claim arms are cached zoo entries (``compgen-rl-sft``,
+``run_grpo`` resets accelerate's process-wide ``AcceleratorState`` just before building its
+trainer (``llmcore.rl.reset_accelerate_state(args)``, i.e. ``AcceleratorState._reset_state(True)``
+and the trainer config's device set-up run again) and after training, so each trainer starts
+clean. The claim arms are cached zoo entries (``compgen-rl-sft``,
 ``compgen-rl-sft-rl``) built once by the fixture phase (``llmcore zoo build --fixtures
 compgen-rl``) or on first use.
 """

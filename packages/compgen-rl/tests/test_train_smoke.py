@@ -31,6 +31,29 @@ def test_grpo_smoke(tiny_model, monkeypatch):
     assert set(seen_answers) <= {r["answer"] for r in rows["rl"][:8]} and seen_answers
 
 
+def test_grpo_constructor_can_log_after_a_reset(tiny_model):
+    """trl's GRPOTrainer logs through accelerate in its constructor for some settings (here: the
+    ``luspo`` loss at token-level importance sampling), before it builds its Accelerator.
+    ``run_grpo`` resets accelerate's process state with its own config just before the trainer,
+    so that works even right after another trainer's reset."""
+    import copy
+
+    from llmcore.rl import reset_accelerate_state
+
+    model, tok, rows = tiny_model
+    reset_accelerate_state()  # what a previous run_sft / run_grpo leaves behind
+    cfg = GRPOArgs(
+        steps=1,
+        prompts_per_step=2,
+        num_generations=4,
+        max_completion_length=8,
+        prefilter=False,
+        loss_type="luspo",
+    )
+    _, stats = run_grpo(copy.deepcopy(model), tok, rows["rl"][:4], cfg)
+    assert stats["steps"] == 1
+
+
 def test_sft_trainer_smoke(tiny_model):
     import copy
 

@@ -125,6 +125,7 @@ def run_sft(
         dataloader_pin_memory=False,
         packing=False,
     )
+    _reset(args)  # a clean process state for this trainer, set up from its own config
     trainer = trl.SFTTrainer(
         model=model,
         args=args,
@@ -150,10 +151,14 @@ def _peft(peft_config: Any) -> Any:
     return peft_config
 
 
-def _reset() -> None:
+def _reset(args: Any = None) -> None:
+    """Forget accelerate's process-wide state (``llmcore.rl.reset_accelerate_state``). Pass the
+    next trainer's config when it was built before this call: its device set-up is run again, so
+    the trainer's constructor can log through accelerate (trl warns there before it creates its
+    ``Accelerator``; after a plain reset that raises "You must initialize the accelerate state")."""
     from llmcore.rl import reset_accelerate_state
 
-    reset_accelerate_state()
+    reset_accelerate_state(args)
 
 
 # --- GRPO ------------------------------------------------------------------------------------
@@ -310,6 +315,7 @@ def run_grpo(
     funcs, _ = trl_reward_funcs()
     timing: dict[str, float] = {}
     funcs = [_timed(f, timing, "reward") for f in funcs]
+    _reset(args)  # a clean process state for this trainer, set up from its own config
     trainer = trl.GRPOTrainer(
         model=model,
         reward_funcs=funcs,
