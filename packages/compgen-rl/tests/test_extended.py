@@ -11,6 +11,56 @@ import pytest
 pytestmark = pytest.mark.extended
 
 
+def _sft_on_docs(cfg, docs, rows, *, name, corpus, description, gate_splits, gate_label,
+                 max_new_tokens, **sft_kw):  # fmt: skip
+    """A zoo-cached SFT model of the claim's shape on custom documents; its gates only record
+    greedy accuracy on the first 200 rows of each of ``gate_splits``."""
+    from dataclasses import replace
+
+    import compgen_rl.hlsm
+    import compgen_rl.modules
+    from compgen_rl.tiny import _answer_match, sft_recipe
+
+    from llmcore import zoo
+    from llmcore.zoo.train import completion_loss
+
+    base = sft_recipe(cfg, name=name, **sft_kw)
+    recipe = replace(base, corpus=zoo.Corpus(corpus, tuple(docs), base.corpus.eval),
+                     description=description)  # fmt: skip
+    tok = zoo.recipe_tokenizer(recipe)
+    newline = tok.convert_tokens_to_ids(tok.tokenize("\n"))[0]
+    gates = [zoo.accuracy_gate([r["prompt"] for r in rows[s][:200]], [r["answer"] for r in rows[s][:200]],
+                               max_new_tokens=max_new_tokens, match=_answer_match, name=f"gate_{s}_acc")
+             for s in gate_splits]  # fmt: skip
+    return zoo.build(
+        recipe,
+        progress=True,
+        loss_fn=completion_loss(newline),
+        gate=lambda m, t: {k: v for g in gates for k, v in g(m, t).items()},
+        key_extra={"loss": "completion after the first newline", "gate": gate_label,
+                   "code": zoo.code_digest(compgen_rl.hlsm, compgen_rl.modules)},
+    )  # fmt: skip
+
+
+def _compound_and_atomic_arms(sft, cfg, atomic_cfg, grpo):
+    """The claim arm's prefilter + GRPO from ``sft`` on compound and on atomic RL data; an arm
+    whose prefilter keeps less than one step of prompts stays the SFT model. Returns
+    ``(arms, train stats)``."""
+    from compgen_rl.errors import CompgenError
+    from compgen_rl.tiny import build_rl_arm
+
+    arms, train = {"sft": sft}, {}
+    for name, c in (("compound", cfg), ("atomic", atomic_cfg)):
+        try:
+            arms[name] = build_rl_arm(sft, c, grpo)
+            train[name] = {
+                k: v for k, v in arms[name].metrics.items() if "prefilter" in k or "zero_std" in k
+            }
+        except CompgenError as exc:  # the prefilter kept less than one step of prompts
+            arms[name], train[name] = sft, {"skipped": str(exc)[:120]}
+    return arms, train
+
+
 @pytest.fixture(scope="module")
 def protocol(tmp_path_factory):
     from compgen_rl.train import ProtocolConfig, run_protocol
@@ -139,22 +189,9 @@ def test_d2_mixed_depth_sft_compound_beats_atomic_on_ood():
     import random
     from dataclasses import replace
 
-    import compgen_rl.hlsm
-    import compgen_rl.modules
-    from compgen_rl.errors import CompgenError
     from compgen_rl.evaluate import evaluate
-    from compgen_rl.tiny import (
-        CLAIM_GRPO,
-        _answer_match,
-        build_rl_arm,
-        claim_split,
-        sft_recipe,
-        split_rows,
-    )
+    from compgen_rl.tiny import CLAIM_GRPO, claim_split, split_rows
     from compgen_rl.train import GRPOArgs
-
-    from llmcore import zoo
-    from llmcore.zoo.train import completion_loss
 
     cfg = claim_split()
     rows, _ = split_rows(cfg)
@@ -164,35 +201,14 @@ def test_d2_mixed_depth_sft_compound_beats_atomic_on_ood():
     assert d1[: cfg.n_rl] == split_rows(atomic_cfg)[0]["rl"]  # the RL prompts come first
     docs = [r["prompt"] + r["completion"] for r in rows["sft"][: cfg.n_sft - n1] + d1[cfg.n_rl :]]
     random.Random(0).shuffle(docs)
-    base = sft_recipe(cfg, name="compgen-rl-sft-mixdepth")
-    recipe = replace(
-        base,
-        corpus=zoo.Corpus("compgen-tiny-routing_context-mixdepth-s0", tuple(docs), base.corpus.eval),
+    sft = _sft_on_docs(
+        cfg, docs, rows, name="compgen-rl-sft-mixdepth",
+        corpus="compgen-tiny-routing_context-mixdepth-s0",
         description="2x128 Llama SFT on depth-1 (20 %) and depth-2 traces of the routing-context split",
+        gate_splits=("test_seen", "probe_atomic"), gate_label="records seen/probe acc",
+        max_new_tokens=40,
     )  # fmt: skip
-    tok = zoo.recipe_tokenizer(recipe)
-    newline = tok.convert_tokens_to_ids(tok.tokenize("\n"))[0]
-    g = [zoo.accuracy_gate([r["prompt"] for r in rows[s][:200]], [r["answer"] for r in rows[s][:200]],
-                           max_new_tokens=40, match=_answer_match, name=f"gate_{s}_acc")
-         for s in ("test_seen", "probe_atomic")]  # fmt: skip
-    sft = zoo.build(
-        recipe,
-        progress=True,
-        loss_fn=completion_loss(newline),
-        gate=lambda m, t: {**g[0](m, t), **g[1](m, t)},
-        key_extra={"loss": "completion after the first newline", "gate": "records seen/probe acc",
-                   "code": zoo.code_digest(compgen_rl.hlsm, compgen_rl.modules)},
-    )  # fmt: skip
-    grpo = GRPOArgs(**CLAIM_GRPO)
-    arms, train = {"sft": sft}, {}
-    for name, c in (("compound", cfg), ("atomic", atomic_cfg)):
-        try:
-            arms[name] = build_rl_arm(sft, c, grpo)
-            train[name] = {
-                k: v for k, v in arms[name].metrics.items() if "prefilter" in k or "zero_std" in k
-            }
-        except CompgenError as exc:  # the prefilter kept less than one step of prompts
-            arms[name], train[name] = sft, {"skipped": str(exc)[:120]}
+    arms, train = _compound_and_atomic_arms(sft, cfg, atomic_cfg, GRPOArgs(**CLAIM_GRPO))
     res = {n: {s: evaluate(*e.load(), rows[s]) for s in ("test_seen", "test_unseen", "test_ood", "probe_atomic")}
            for n, e in arms.items()}  # fmt: skip
     out = {
@@ -274,23 +290,10 @@ def test_d2_depth3_sft_compound_beats_atomic_on_depth4_ood(grpo_seed):
     import random
     from dataclasses import replace
 
-    import compgen_rl.hlsm
-    import compgen_rl.modules
     from compgen_rl.data import _draw, _events, signatures
-    from compgen_rl.errors import CompgenError
     from compgen_rl.evaluate import evaluate, paired_gain
-    from compgen_rl.tiny import (
-        CLAIM_GRPO,
-        _answer_match,
-        build_rl_arm,
-        claim_split,
-        sft_recipe,
-        split_rows,
-    )
+    from compgen_rl.tiny import CLAIM_GRPO, claim_split, split_rows
     from compgen_rl.train import GRPOArgs
-
-    from llmcore import zoo
-    from llmcore.zoo.train import completion_loss
 
     cfg = claim_split()
     rows, meta = split_rows(cfg)
@@ -317,36 +320,16 @@ def test_d2_depth3_sft_compound_beats_atomic_on_depth4_ood(grpo_seed):
     docs = [r["prompt"] + r["completion"] for r in sft_rows]
     assert len(docs) == n_sft
     random.Random(0).shuffle(docs)
-    base = sft_recipe(cfg, name="compgen-rl-sft-depth123", steps=1500, context=96)
-    recipe = replace(
-        base,
-        corpus=zoo.Corpus("compgen-tiny-routing_context-depth123-s0", tuple(docs), base.corpus.eval),
+    sft = _sft_on_docs(
+        cfg, docs, rows, name="compgen-rl-sft-depth123", steps=1500, context=96,
+        corpus="compgen-tiny-routing_context-depth123-s0",
         description="2x128 Llama SFT on depth-1 (20 %), depth-2 and depth-3 traces of the routing-context split",
-    )  # fmt: skip
-    tok = zoo.recipe_tokenizer(recipe)
-    newline = tok.convert_tokens_to_ids(tok.tokenize("\n"))[0]
-    g = [zoo.accuracy_gate([r["prompt"] for r in rows[s][:200]], [r["answer"] for r in rows[s][:200]],
-                           max_new_tokens=48, match=_answer_match, name=f"gate_{s}_acc")
-         for s in ("test_seen", "probe_atomic", "d3_unseen")]  # fmt: skip
-    sft = zoo.build(
-        recipe,
-        progress=True,
-        loss_fn=completion_loss(newline),
-        gate=lambda m, t: {k: v for gi in g for k, v in gi(m, t).items()},
-        key_extra={"loss": "completion after the first newline", "gate": "records seen/probe/d3 acc",
-                   "code": zoo.code_digest(compgen_rl.hlsm, compgen_rl.modules)},
+        gate_splits=("test_seen", "probe_atomic", "d3_unseen"), gate_label="records seen/probe/d3 acc",
+        max_new_tokens=48,
     )  # fmt: skip
     print("D2 depth-3 SFT built", json.dumps(dict(sft.metrics)), flush=True)
     grpo = GRPOArgs(**{**CLAIM_GRPO, "seed": grpo_seed})
-    arms, train = {"sft": sft}, {}
-    for name, c in (("compound", cfg), ("atomic", atomic_cfg)):
-        try:
-            arms[name] = build_rl_arm(sft, c, grpo)
-            train[name] = {
-                k: v for k, v in arms[name].metrics.items() if "prefilter" in k or "zero_std" in k
-            }
-        except CompgenError as exc:  # the prefilter kept less than one step of prompts
-            arms[name], train[name] = sft, {"skipped": str(exc)[:120]}
+    arms, train = _compound_and_atomic_arms(sft, cfg, atomic_cfg, grpo)
     splits = ("test_seen", "test_unseen", "probe_atomic", "d3_unseen", "d3_heldout", "ood4")
     res = {n: {s: evaluate(*e.load(), rows[s], return_rows=True) for s in splits}
            for n, e in arms.items()}  # fmt: skip
