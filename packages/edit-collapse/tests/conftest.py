@@ -3,6 +3,8 @@ gated world model from the zoo cache (built on first use)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -58,3 +60,20 @@ def world_pair(world_entry):
     model, tok = world_entry.load()
     model.requires_grad_(True)
     return model, tok
+
+
+@pytest.fixture(scope="module")
+def cli_world(world_entry, tmp_path_factory):
+    """The world model's path, its synthetic requests and an FT-M hparams YAML for it."""
+    import yaml
+    from edit_collapse import tiny
+    from edit_collapse.cli import main
+    from edit_collapse.experiments import tiny_config
+
+    d = tmp_path_factory.mktemp("cli")
+    assert main(["make-synthetic", "-o", str(d / "syn"), "--entities", str(tiny.N_ENTITIES),
+                 "--relations", str(tiny.N_RELATIONS), "--n-edits", "4"]) == 0  # fmt: skip
+    cfg = {k: v for k, v in dataclasses.asdict(tiny_config("FT-M")).items() if k != "extra"}
+    (d / "ft.yaml").write_text(yaml.safe_dump(cfg))
+    return {"model": str(world_entry.path), "dir": d, "data": str(d / "syn" / "requests.jsonl"),
+            "hparams": str(d / "ft.yaml")}  # fmt: skip

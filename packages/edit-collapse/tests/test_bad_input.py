@@ -269,3 +269,40 @@ def test_alphaedit_without_null_space(random_pair, small_world, tmp_path):
         EditInputError, match="nullspace_threshold=0 leaves no null space at layer 1"
     ):
         ed.apply(model, tok, world_requests(small_world, 1))
+
+
+def test_encoder_name_not_a_sentence_encoder_folder(tmp_path):
+    """A local ``encoder_name`` that does not exist, is a file, or is a folder without
+    ``modules.json`` is refused with the path named when the retrieval/IKE editor is built
+    (nothing is loaded), and by ``edit``, ``capability`` and ``sweep`` before the model loads
+    (the model path here does not exist); ``--encoder-name`` with ``--encoder bm25`` is refused.
+    Hub ids are not checked here (they are the loader's)."""
+    import yaml
+    from edit_collapse.cli import main
+    from edit_collapse.retrieval import IKEEditor, RetrievalEditor
+
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "config.json").write_text("{}")
+    (tmp_path / "f.txt").write_text("x")
+    cases = [(tmp_path / "missing", "no such folder"), (tmp_path / "f.txt", "is a file"),
+             (tmp_path / "plain", "not a sentence-transformers model folder")]  # fmt: skip
+    for path, msg in cases:
+        for make in (RetrievalEditor, IKEEditor):
+            with pytest.raises(EditInputError, match=msg):
+                make(encoder="embed", encoder_name=str(path))
+        with pytest.raises(EditInputError, match=msg):
+            RetrievalEditor(encoder="auto", encoder_name=str(path))
+    RetrievalEditor(encoder="bm25", encoder_name=str(tmp_path / "missing"))  # not used by BM25
+    RetrievalEditor(encoder="embed", encoder_name="some-org/some-encoder")  # a hub id: loader's
+    data = tmp_path / "req.jsonl"
+    data.write_text('{"prompt": "the capital of x is", "subject": "x", "target_new": "y"}\n')
+    base = ["--model", str(tmp_path / "no-model"), "--encoder-name", str(tmp_path / "plain")]
+    edit = ["edit", "--method", "retrieval", "--data", str(data), "--fmt", "jsonl", "-o",
+            str(tmp_path / "o")]  # fmt: skip
+    assert main([*edit, *base]) == 2
+    assert main(["capability", "--edited", str(tmp_path), *base]) == 2
+    assert main([*edit, *base, "--encoder", "bm25"]) == 2
+    cfg = {"model": str(tmp_path / "no-model"), "methods": ["retrieval"], "n_edits": [1],
+           "data": str(data), "fmt": "jsonl", "encoder_name": str(tmp_path / "missing")}  # fmt: skip
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(cfg))
+    assert main(["sweep", "--config", str(tmp_path / "s.yaml")]) == 2

@@ -4,28 +4,12 @@ model (small limits: 2 edits, 2 probe layers, 3 lm-eval documents)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 import pytest
 import yaml
 from edit_collapse.cli import main
-from edit_collapse.experiments import tiny_config
 
 from llmcore.data import read_jsonl
-
-
-@pytest.fixture(scope="module")
-def cli_world(world_entry, tmp_path_factory):
-    """The world model's path, its synthetic requests and an FT-M hparams YAML for it."""
-    from edit_collapse import tiny
-
-    d = tmp_path_factory.mktemp("cli")
-    assert main(["make-synthetic", "-o", str(d / "syn"), "--entities", str(tiny.N_ENTITIES),
-                 "--relations", str(tiny.N_RELATIONS), "--n-edits", "4"]) == 0  # fmt: skip
-    cfg = {k: v for k, v in asdict(tiny_config("FT-M")).items() if k != "extra"}
-    (d / "ft.yaml").write_text(yaml.safe_dump(cfg))
-    return {"model": str(world_entry.path), "dir": d, "data": str(d / "syn" / "requests.jsonl"),
-            "hparams": str(d / "ft.yaml")}  # fmt: skip
 
 
 def _edit(w, out, method, capsys):

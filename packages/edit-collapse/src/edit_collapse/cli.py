@@ -10,6 +10,14 @@ from pathlib import Path
 from typing import Any
 
 METHODS = ("ft", "ft-m", "ft-l", "rome", "memit", "alphaedit", "retrieval", "ike")
+MIN_SCORE_HELP = (
+    "retrieval with --encoder embed/hidden: keep only facts whose cosine similarity to the "
+    "query reaches this floor (default: none)"
+)
+ENCODER_NAME_HELP = (
+    "sentence encoder of --encoder embed/auto: a hub id or a local folder saved by "
+    "sentence-transformers (loads offline; default: all-MiniLM-L6-v2)"
+)
 
 
 def _err(msg: str) -> Exception:
@@ -51,14 +59,33 @@ def _judge(args: argparse.Namespace) -> Any:
     return get_backend("openai", args.judge_model, base_url=args.judge_url)
 
 
+def _encoder_kw(
+    encoder: str, encoder_name: str | None, where: str = "--encoder-name"
+) -> dict[str, Any]:
+    """Keyword arguments of a retrieval/IKE editor for ``encoder`` and ``encoder_name``; a local
+    folder that is not a sentence-transformers model is refused before any model loads."""
+    if not encoder_name:
+        return {"encoder": encoder}
+    if encoder not in ("auto", "embed"):
+        raise _err(
+            f"{where} names a sentence encoder: use it with encoder 'embed' (or 'auto'), not {encoder!r}"
+        )
+    from edit_collapse.retrieval import check_encoder_name
+
+    check_encoder_name(encoder_name)
+    return {"encoder": encoder, "encoder_name": encoder_name}
+
+
 def _editor(args: argparse.Namespace, stats_texts: list[str] | None) -> Any:
     from edit_collapse.config import load_hparams
     from edit_collapse.factory import make_editor
 
     if args.method in ("retrieval", "ike"):
-        kw: dict[str, Any] = {"encoder": args.encoder}
+        kw: dict[str, Any] = _encoder_kw(args.encoder, args.encoder_name)
         if args.method == "retrieval":
             kw["k"] = args.k
+            if args.min_score is not None:
+                kw["min_score"] = args.min_score
         return make_editor(args.method, **kw)
     cfg = load_hparams(args.hparams) if args.hparams else None
     return make_editor(args.method, cfg, stats_texts=stats_texts)
@@ -78,7 +105,11 @@ def cmd_edit(args: argparse.Namespace) -> int:
     from edit_collapse.session import run_edit_session
     from llmcore.data import ResultsWriter, atomic_write_json
 
+    if args.min_score is not None and args.method != "retrieval":
+        raise _err("--min-score applies to --method retrieval")
     reqs = load_requests(args.data, fmt=args.fmt, limit=args.n_edits)
+    if args.method in ("retrieval", "ike"):
+        _encoder_kw(args.encoder, args.encoder_name)  # a bad encoder folder fails before loading
     model, tok = _load(args.model, args.device, args.dtype)
     ed = _editor(args, _read_lines(args.stats_texts))
     res = run_edit_session(
@@ -106,7 +137,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _apply_edited(model: Any, tok: Any, edited: str | None, encoder: str = "auto") -> Any:
+def _apply_edited(model: Any, tok: Any, edited: str | None, encoder: str = "auto",
+                  encoder_name: str | None = None, min_score: float | None = None) -> Any:  # fmt: skip
     if not edited:
         return model
     p = Path(edited)
@@ -119,7 +151,7 @@ def _apply_edited(model: Any, tok: Any, edited: str | None, encoder: str = "auto
         from edit_collapse.retrieval import RetrievalEditor
         from llmcore.data import read_jsonl
 
-        ed = RetrievalEditor(encoder=encoder)
+        ed = RetrievalEditor(**_encoder_kw(encoder, encoder_name), min_score=min_score)
         ed.memory = [r["fact"] for r in read_jsonl(p / "memory.jsonl")]
         return ed.wrap(model, tok)
     raise _err(f"--edited {edited!r} holds neither deltas.safetensors nor memory.jsonl")
@@ -128,8 +160,9 @@ def _apply_edited(model: Any, tok: Any, edited: str | None, encoder: str = "auto
 def cmd_capability(args: argparse.Namespace) -> int:
     from edit_collapse.capability import evaluate_capabilities
 
+    _encoder_kw(args.encoder, args.encoder_name)  # a bad encoder folder fails before loading
     model, tok = _load(args.model, args.device, args.dtype)
-    target = _apply_edited(model, tok, args.edited, args.encoder)
+    target = _apply_edited(model, tok, args.edited, args.encoder, args.encoder_name, args.min_score)
     tasks = [t for t in args.tasks.split(",") if t]
     res = evaluate_capabilities(
         target, tok, tasks, limit=args.limit, include_path=args.include_path
@@ -186,6 +219,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise _err(
                 f"sweep config {args.config!r} lacks {key!r} (needs model, methods, n_edits, data)"
             )
+    enc_kw = _encoder_kw(cfg.get("encoder", "auto"), cfg.get("encoder_name"), "encoder_name")
     model, tok = _load(cfg["model"], cfg.get("device", "cpu"), cfg.get("dtype", "float32"))
     w = ResultsWriter(cfg.get("out", "sweep.jsonl"), id_key="id")
     stats = _read_lines(cfg.get("stats_texts"))
@@ -201,10 +235,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 )
                 hp = (cfg.get("hparams") or {}).get(method)
                 kw: dict[str, Any] = (
-                    {"encoder": cfg.get("encoder", "auto")}
-                    if method in ("retrieval", "ike")
-                    else {"stats_texts": stats}
+                    dict(enc_kw) if method in ("retrieval", "ike") else {"stats_texts": stats}
                 )
+                if method == "retrieval" and cfg.get("min_score") is not None:
+                    kw["min_score"] = float(cfg["min_score"])
                 ed = make_editor(method, load_hparams(hp) if hp else None, **kw)
                 res = run_edit_session(ed, model, tok, reqs, eval_at=("all",), mode=cfg.get("mode", "teacher_forced"),
                                        dataset=Path(data).stem)  # fmt: skip
@@ -293,8 +327,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--matcher", default="em", choices=("em", "contains", "judge"))
     e.add_argument("--judge-url", help="OpenAI-compatible base URL of the judge (matcher judge)")
     e.add_argument("--judge-model", default="Qwen/Qwen2.5-72B-Instruct")
-    e.add_argument("--encoder", default="auto", choices=("auto", "embed", "bm25", "hidden"))
+    e.add_argument(
+        "--encoder",
+        default="auto",
+        choices=("auto", "embed", "bm25", "hidden"),
+        help="retrieval/IKE encoder (default: auto, the sentence encoder else BM25)",
+    )
+    e.add_argument("--encoder-name", help=ENCODER_NAME_HELP)
     e.add_argument("--k", type=int, default=3, help="retrieved facts (retrieval)")
+    e.add_argument("--min-score", type=float, help=MIN_SCORE_HELP)
     e.add_argument("--stats-texts", help="text file, one line per text, for covariance statistics")
     e.add_argument("-o", "--out", required=True)
     e.set_defaults(func=cmd_edit)
@@ -311,6 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("auto", "embed", "bm25", "hidden"),
         help="retrieval encoder when --edited holds a retrieval memory",
     )
+    c.add_argument("--encoder-name", help=ENCODER_NAME_HELP)
+    c.add_argument("--min-score", type=float, help=MIN_SCORE_HELP)
     c.set_defaults(func=cmd_capability)
 
     gm = sub.add_parser("geometry", help="SVD of probe states and R_k after edits")

@@ -68,15 +68,21 @@ ALG_OF = {
 }
 
 
-def world_editor(method: str, world: Any) -> Any:
+def world_editor(method: str, world: Any, encoder: str = "bm25", encoder_name: str | None = None,
+                 min_score: float | None = None) -> Any:  # fmt: skip
     """An editor for the world model (statistics from the world's fact sentences and reasoning
-    prompts; the retrieval baseline with BM25 and the world's prompt formats)."""
+    prompts; the retrieval baseline with the world's prompt formats and BM25, or ``encoder``
+    with ``encoder_name``, e.g. ``embed`` and a local sentence-transformers folder, and its
+    cosine floor ``min_score``)."""
     from edit_collapse import world as W
     from edit_collapse.factory import make_editor
     from edit_collapse.retrieval import world_format
 
     if method == "retrieval":
-        return make_editor("retrieval", encoder="bm25", fmt=world_format())
+        kw: dict[str, Any] = {"encoder_name": encoder_name} if encoder_name else {}
+        if min_score is not None:
+            kw["min_score"] = min_score
+        return make_editor("retrieval", encoder=encoder, fmt=world_format(), **kw)
     import random
 
     cfg = tiny_config(ALG_OF[method])
@@ -86,8 +92,11 @@ def world_editor(method: str, world: Any) -> Any:
 
 
 def run_world_session(method: str, entry: Any, world: Any, seed: int = 0, n_edits: int = 50,
-                      eval_at: tuple[Any, ...] = (1, 10, 50), geometry: bool = True) -> dict[str, Any]:  # fmt: skip
-    """One sequential session on a fresh copy of the world model."""
+                      eval_at: tuple[Any, ...] = (1, 10, 50), geometry: bool = True, encoder: str = "bm25",
+                      encoder_name: str | None = None, min_score: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """One sequential session on a fresh copy of the world model (``encoder``/``encoder_name``/
+    ``min_score``: the retrieval baseline's encoder, see :func:`world_editor`); ``editor`` in the result is
+    the editor after the session (its memory holds the ``n_edits`` facts)."""
     import torch
 
     from edit_collapse import world as W
@@ -99,7 +108,7 @@ def run_world_session(method: str, entry: Any, world: Any, seed: int = 0, n_edit
     reqs = world_requests(world, n_edits, seed=seed)
     _, held = W.reasoning_problems(world.seed)
     probe = [p for p, _ in held] + [f.prompt(0) for f in world.facts]
-    ed = world_editor(method, world)
+    ed = world_editor(method, world, encoder, encoder_name, min_score)
     res = run_edit_session(
         ed, model, tok, reqs, eval_at=eval_at, reasoning=held, probe=probe if geometry else (),
         geometry_layers=list(range(model.config.num_hidden_layers)) if geometry else (), dataset="world",
@@ -108,6 +117,7 @@ def run_world_session(method: str, entry: Any, world: Any, seed: int = 0, n_edit
         "rows": res.rows,
         "geometry": res.geometry,
         "delta_bytes": res.handle.delta_bytes() if res.handle else 0,
+        "editor": ed,
     }
 
 
@@ -143,6 +153,7 @@ def session_entry(method: str, seed: int = 0, n_edits: int = 50, eval_at: tuple[
 
     def make(tmp: Any) -> dict[str, Any]:
         out = run_world_session(method, wentry, world, seed, n_edits, eval_at)
+        out.pop("editor")
         (tmp / "session.json").write_text(json.dumps(out, indent=1))
         last = out["rows"][-1]
         return {k: last.get(k) for k in ("rel", "gen", "loc", "port", "avg", "reasoning")}

@@ -87,28 +87,81 @@ def _terms(text: str) -> list[str]:
     return [w for w in text.lower().split() if w not in STOPWORDS]
 
 
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+"""The sentence encoder of ``encoder='embed'`` unless ``encoder_name`` names another (a hub id,
+or a local folder saved by sentence-transformers)."""
+
+
+def _is_local_path(name: str) -> bool:
+    """Whether ``name`` means a folder on disk rather than a hub id: it exists, or it is written
+    as a path (absolute, ``./``, ``../``, ``~``)."""
+    return (
+        Path(name).expanduser().exists()
+        or Path(name).is_absolute()
+        or name.startswith(("./", "../", ".\\", "..\\", "~"))
+    )
+
+
+def check_encoder_name(name: str) -> None:
+    """Refuse a local ``encoder_name`` that is not a sentence-transformers model folder (one with
+    ``modules.json``, as ``SentenceTransformer.save`` writes); hub ids are left to the loader.
+    Only the file system is read, so a bad path is refused before any model is loaded."""
+    if not _is_local_path(name):
+        return
+    p = Path(name).expanduser()
+    if not p.exists():
+        raise EditInputError(f"encoder_name {name!r}: no such folder")
+    if not p.is_dir():
+        raise EditInputError(
+            f"encoder_name {name!r} is a file, not a sentence-transformers model folder"
+        )
+    if not (p / "modules.json").is_file():
+        raise EditInputError(
+            f"encoder_name {name!r} is not a sentence-transformers model folder: it has no "
+            "modules.json (write one with SentenceTransformer(...).save(folder))"
+        )
+
+
+def _load_sentence_encoder(name: str) -> Any:
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as e:
+        raise EditInputError("encoder='embed' needs pip install 'edit-collapse[embed]'") from e
+    check_encoder_name(name)
+    if not _is_local_path(name):
+        return SentenceTransformer(name)
+    try:
+        return SentenceTransformer(str(Path(name).expanduser()), local_files_only=True)
+    except Exception as e:  # a damaged folder: name it, with the loader's reason
+        raise EditInputError(
+            f"encoder_name {name!r}: sentence-transformers could not load this folder "
+            f"({type(e).__name__}: {e})"
+        ) from e
+
+
 class Encoder:
-    """Similarity search over the memory: ``embed`` (sentence-transformers), ``bm25``
-    (rank-bm25) or ``hidden`` (mean-pooled last hidden states of the target model)."""
+    """Similarity search over the memory: ``embed`` (sentence-transformers: ``name`` is a hub id
+    or a local model folder), ``bm25`` (rank-bm25) or ``hidden`` (mean-pooled last hidden
+    states of the target model). Embeddings of the memory are computed once per memory state;
+    each query then costs one encoding."""
 
     def __init__(
-        self, kind: str, model: Any = None, tok: Any = None, name: str = "all-MiniLM-L6-v2"
+        self, kind: str, model: Any = None, tok: Any = None, name: str = DEFAULT_ENCODER
     ) -> None:
         if kind not in ("embed", "bm25", "hidden"):
             raise EditInputError(f"encoder={kind!r}: use 'embed', 'bm25', 'hidden' or 'auto'")
         self.kind, self.model, self.tok, self.name = kind, model, tok, name
         self._st: Any = None
         self._bm25: tuple[tuple[str, ...], Any] | None = None
+        self._docs: dict[tuple[str, ...], Any] = {}
         if kind == "embed":
-            try:
-                from sentence_transformers import SentenceTransformer
-            except ImportError as e:
-                raise EditInputError(
-                    "encoder='embed' needs pip install 'edit-collapse[embed]'"
-                ) from e
-            self._st = SentenceTransformer(name)
+            self._st = _load_sentence_encoder(name)
 
-    def top_k(self, query: str, docs: Sequence[str], k: int) -> list[int]:
+    def top_k(
+        self, query: str, docs: Sequence[str], k: int, min_score: float | None = None
+    ) -> list[int]:
+        """Indices of the (at most) ``k`` best ``docs`` for ``query``, best first. ``min_score``
+        (``embed``/``hidden`` only) drops those whose cosine similarity is below it."""
         import numpy as np
 
         if not docs:
@@ -131,10 +184,21 @@ class Encoder:
             terms = set(_terms(query))
             shared = {i: len(terms & set(_terms(d))) for i, d in enumerate(docs)}
             return sorted((i for i in shared if shared[i]), key=lambda i: -shared[i])[:k]
-        else:
-            e = self._embed([query, *docs])
-            scores = e[1:] @ e[0]
-        return [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+        scores = self._doc_embeddings(docs) @ self._embed([query])[0]
+        order = [int(i) for i in np.argsort(-scores, kind="stable")[:k]]
+        if min_score is not None:
+            order = [i for i in order if scores[i] >= min_score]
+        return order
+
+    def _doc_embeddings(self, docs: Sequence[str]) -> Any:
+        """Embeddings of ``docs``, computed once per memory state (the last few states kept:
+        IKE alternates between its pool and the memory)."""
+        key = tuple(docs)
+        if key not in self._docs:
+            if len(self._docs) >= 4:
+                self._docs.pop(next(iter(self._docs)))
+            self._docs[key] = self._embed(docs)
+        return self._docs[key]
 
     def _embed(self, texts: Sequence[str]):
         import numpy as np
@@ -158,10 +222,13 @@ class Encoder:
         return np.stack(out)
 
 
-def make_encoder(kind: str, model: Any, tok: Any, name: str = "all-MiniLM-L6-v2") -> Encoder:
-    """``auto``: the sentence encoder if it loads (offline cache included), else BM25."""
+def make_encoder(kind: str, model: Any, tok: Any, name: str = DEFAULT_ENCODER) -> Encoder:
+    """``auto``: the sentence encoder if it loads (offline cache included), else BM25. A local
+    folder given as ``name`` must load: it is never silently replaced by BM25."""
     if kind != "auto":
         return Encoder(kind, model, tok, name)
+    if _is_local_path(name):
+        return Encoder("embed", model, tok, name)
     try:
         return Encoder("embed", model, tok, name)
     except Exception as e:  # missing extra, or the encoder cannot be downloaded offline
@@ -217,18 +284,35 @@ class RetrievalEditor:
     encoder; a yes/no relevance gate scored by the model's next-token log-probabilities
     (``log P(yes) - log P(no) > gate_margin``; the default 0 is ``P(yes) > P(no)``, a positive
     margin trades recall of relevant facts for fewer false accepts; ``gate='none'`` keeps all);
-    direct answer when nothing is kept."""
+    direct answer when nothing is kept. ``encoder`` is ``auto``, ``embed``, ``bm25`` or
+    ``hidden``; with ``embed`` (or ``auto``), ``encoder_name`` is the sentence encoder: a hub id
+    or a local folder saved by sentence-transformers, which loads offline (a local folder that
+    is not one is refused here, before anything is loaded). ``min_score`` (``embed``/``hidden``)
+    keeps only facts whose cosine similarity to the query reaches it, so a query unrelated to
+    every fact is answered directly, as BM25 does for a query sharing no rare term with a fact
+    (a sentence encoder always returns ``k`` facts otherwise; default ``None``: no floor)."""
 
     name = "retrieval"
     parametric = False
 
     def __init__(self, k: int = 3, encoder: str = "auto", gate: str = "yesno",
-                 fmt: PromptFormat | None = None, encoder_name: str = "all-MiniLM-L6-v2",
-                 gate_margin: float = 0.0) -> None:  # fmt: skip
+                 fmt: PromptFormat | None = None, encoder_name: str = DEFAULT_ENCODER,
+                 gate_margin: float = 0.0, min_score: float | None = None) -> None:  # fmt: skip
         if gate not in ("yesno", "none"):
             raise EditInputError(f"gate={gate!r}: use 'yesno' or 'none'")
         if k < 1:
             raise EditInputError(f"k={k} must be >= 1")
+        if min_score is not None:
+            if encoder == "bm25":
+                raise EditInputError(
+                    "min_score is a cosine-similarity floor of the 'embed' and 'hidden' "
+                    "encoders; BM25 keeps only facts sharing a rare query term instead"
+                )
+            if not -1.0 <= float(min_score) <= 1.0:
+                raise EditInputError(f"min_score={min_score}: a cosine similarity in [-1, 1]")
+        self.min_score = None if min_score is None else float(min_score)
+        if encoder in ("embed", "auto"):
+            check_encoder_name(encoder_name)
         self.k, self.gate, self.encoder_kind, self.encoder_name = k, gate, encoder, encoder_name
         self.gate_margin = float(gate_margin)
         self.fmt = fmt or PromptFormat()
@@ -260,7 +344,8 @@ class RetrievalEditor:
     def retrieve(self, model: Any, tok: Any, query: str) -> list[str]:
         if self._enc is None:
             self._enc = make_encoder(self.encoder_kind, model, tok, self.encoder_name)
-        return [self.memory[i] for i in self._enc.top_k(query, self.memory, self.k)]
+        hits = self._enc.top_k(query, self.memory, self.k, self.min_score)
+        return [self.memory[i] for i in hits]
 
     def relevant(self, model: Any, tok: Any, query: str, facts: Sequence[str]) -> list[str]:
         """Facts whose relevance question the model answers yes: one forward over the ``k``
@@ -376,7 +461,7 @@ class IKEEditor(RetrievalEditor):
     name = "ike"
 
     def __init__(self, k: int = 16, pool: Sequence[EditRequest] = (), encoder: str = "auto",
-                 encoder_name: str = "all-MiniLM-L6-v2") -> None:  # fmt: skip
+                 encoder_name: str = DEFAULT_ENCODER) -> None:  # fmt: skip
         super().__init__(k=1, encoder=encoder, gate="none", encoder_name=encoder_name)
         self.k_demos = k
         self.pool = [f"New Fact: {r.fact()}\nPrompt: {r.prompt} {r.target_new}" for r in pool]
