@@ -312,6 +312,13 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--device", default="cpu", help="cpu, cuda, auto (default: cpu)")
         q.add_argument("--dtype", default="float32", help="float32, bf16, ... (default: float32)")
 
+    def encoder_args(q: argparse.ArgumentParser, what: str) -> None:
+        q.add_argument(
+            "--encoder", default="auto", choices=("auto", "embed", "bm25", "hidden"), help=what
+        )
+        q.add_argument("--encoder-name", help=ENCODER_NAME_HELP)
+        q.add_argument("--min-score", type=float, help=MIN_SCORE_HELP)
+
     e = sub.add_parser("edit", help="edit a model and evaluate Rel/Gen/Loc/Port at checkpoints")
     model_args(e)
     e.add_argument("--method", choices=METHODS, required=True)
@@ -327,15 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--matcher", default="em", choices=("em", "contains", "judge"))
     e.add_argument("--judge-url", help="OpenAI-compatible base URL of the judge (matcher judge)")
     e.add_argument("--judge-model", default="Qwen/Qwen2.5-72B-Instruct")
-    e.add_argument(
-        "--encoder",
-        default="auto",
-        choices=("auto", "embed", "bm25", "hidden"),
-        help="retrieval/IKE encoder (default: auto, the sentence encoder else BM25)",
-    )
-    e.add_argument("--encoder-name", help=ENCODER_NAME_HELP)
+    encoder_args(e, "retrieval/IKE encoder (default: auto, the sentence encoder else BM25)")
     e.add_argument("--k", type=int, default=3, help="retrieved facts (retrieval)")
-    e.add_argument("--min-score", type=float, help=MIN_SCORE_HELP)
     e.add_argument("--stats-texts", help="text file, one line per text, for covariance statistics")
     e.add_argument("-o", "--out", required=True)
     e.set_defaults(func=cmd_edit)
@@ -346,14 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tasks", default="gsm8k,arc_challenge")
     c.add_argument("--limit", type=int)
     c.add_argument("--include-path", help="folder of local lm-eval task YAMLs")
-    c.add_argument(
-        "--encoder",
-        default="auto",
-        choices=("auto", "embed", "bm25", "hidden"),
-        help="retrieval encoder when --edited holds a retrieval memory",
-    )
-    c.add_argument("--encoder-name", help=ENCODER_NAME_HELP)
-    c.add_argument("--min-score", type=float, help=MIN_SCORE_HELP)
+    encoder_args(c, "retrieval encoder when --edited holds a retrieval memory")
     c.set_defaults(func=cmd_capability)
 
     gm = sub.add_parser("geometry", help="SVD of probe states and R_k after edits")
