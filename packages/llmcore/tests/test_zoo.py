@@ -89,6 +89,28 @@ def test_quality_gate_fails_loudly_and_caches_nothing(tmp_path, monkeypatch) -> 
     assert not [p for p in (tmp_path / "zoo").iterdir() if p.is_dir()]
 
 
+def test_gate_failure_names_other_cpu_kernels(tmp_path, monkeypatch) -> None:
+    """A quality-gate miss with other kernels than the calibrated ones (on x86) says so and how
+    to pin them; with the calibrated kernels it does not."""
+    import platform
+
+    from llmcore.zoo.cache import REFERENCE_KERNELS
+
+    monkeypatch.setenv("LLMCORE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("llmcore.zoo.store.cpu_kernels", lambda: REFERENCE_KERNELS)
+    with pytest.raises(QualityGateError) as plain:
+        zoo.build(_micro("micro-gate", gate=0.01), progress=False)
+    assert not getattr(plain.value, "__notes__", None)
+    monkeypatch.setattr("llmcore.zoo.store.cpu_kernels", lambda: "AVX512/mkl-native")
+    with pytest.raises(QualityGateError) as other:
+        zoo.build(_micro("micro-gate", gate=0.01), progress=False)
+    notes = " ".join(getattr(other.value, "__notes__", []))
+    if platform.machine().lower() in {"x86_64", "amd64"}:
+        assert "CPU kernels AVX512/mkl-native" in notes and "pin_reference_kernels()" in notes
+    else:
+        assert notes == ""
+
+
 def test_cache_key_tracks_recipe_and_seed(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("LLMCORE_CACHE_DIR", str(tmp_path))
     a = zoo.build(_micro("micro", gate=100.0), progress=False)

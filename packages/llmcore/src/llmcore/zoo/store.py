@@ -27,8 +27,10 @@ from typing import Any
 
 from llmcore.errors import ConfigError
 from llmcore.zoo.cache import (
+    REFERENCE_KERNELS,
     build_lock,
     cache_root,
+    cpu_kernels,
     entry_dir,
     install,
     library_versions,
@@ -76,6 +78,28 @@ def _entry(meta: dict[str, Any], path: Path, from_cache: bool) -> ZooEntry:
         from_cache,
         meta.get("load_kwargs", {}),
     )
+
+
+def _note_kernels(exc: BaseException) -> None:
+    """On x86, add to a quality-gate failure that the build ran other CPU kernels than this
+    project's gates were calibrated with, and how to pin them (the gate may hold with those)."""
+    import platform
+
+    from llmcore.errors import QualityGateError
+
+    if not isinstance(exc, QualityGateError):
+        return
+    if platform.machine().lower() not in {"x86_64", "amd64"}:
+        return
+    kernels = cpu_kernels()
+    if kernels != REFERENCE_KERNELS:
+        exc.add_note(
+            f"this build ran CPU kernels {kernels}; the quality gates of this project's "
+            f"fixtures were calibrated with {REFERENCE_KERNELS}, and other kernels train other "
+            "weights: call llmcore.zoo.pin_reference_kernels() before the first tensor "
+            "operation (or start Python with ATEN_CPU_CAPABILITY=avx2 "
+            "MKL_ENABLE_INSTRUCTIONS=AVX2) to build what they were calibrated on"
+        )
 
 
 def _key(name: str, material: Mapping[str, Any]) -> str:
@@ -142,8 +166,9 @@ def cached(
             }
             (tmp / "zoo.json").write_text(json.dumps(meta, indent=2, default=str))
             install(tmp, final)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(tmp, ignore_errors=True)
+            _note_kernels(exc)
             raise
     if progress:
         print(f"llmcore.zoo: built {name} in {seconds:.0f} s", file=sys.stderr, flush=True)
