@@ -108,10 +108,8 @@ def cmd_edit(args: argparse.Namespace) -> int:
     if args.min_score is not None and args.method != "retrieval":
         raise _err("--min-score applies to --method retrieval")
     reqs = load_requests(args.data, fmt=args.fmt, limit=args.n_edits)
-    if args.method in ("retrieval", "ike"):
-        _encoder_kw(args.encoder, args.encoder_name)  # a bad encoder folder fails before loading
+    ed = _editor(args, _read_lines(args.stats_texts))  # bad hparams/encoder fail before loading
     model, tok = _load(args.model, args.device, args.dtype)
-    ed = _editor(args, _read_lines(args.stats_texts))
     res = run_edit_session(
         ed, model, tok, reqs, eval_at=_eval_at(args.eval_at), mode=args.mode, matcher=args.matcher,
         sequential=args.sequential, judge=_judge(args), dataset=Path(args.data).stem,

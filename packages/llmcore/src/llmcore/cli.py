@@ -234,11 +234,10 @@ def _cmd_zoo(args: argparse.Namespace) -> int:
             paths = select_entries(args.name, **how)
             for path in paths:
                 print(path)
-            n = len(paths)
-            print(f"would remove {n} cache entr{'y' if n == 1 else 'ies'} from {zoo.cache_root()}")
-            return 0
-        n = zoo.clear(args.name, **how)
-        print(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {zoo.cache_root()}")
+            n, verb = len(paths), "would remove"
+        else:
+            n, verb = zoo.clear(args.name, **how), "removed"
+        print(f"{verb} {n} cache entr{'y' if n == 1 else 'ies'} from {zoo.cache_root()}")
         return 0
     if args.fixtures:
         return _build_fixtures(args)

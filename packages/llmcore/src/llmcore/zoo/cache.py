@@ -48,6 +48,11 @@ def cpu_kernels() -> str:
     return f"{torch.backends.cpu.get_cpu_capability()}/mkl-{mkl}"
 
 
+def on_x86() -> bool:
+    """Whether this machine is x86-64, where :func:`pin_reference_kernels` applies."""
+    return platform.machine().lower() in {"x86_64", "amd64"}
+
+
 def pin_reference_kernels() -> str:
     """Ask for the CPU kernels the project's fixtures were calibrated with
     (:data:`REFERENCE_KERNELS`) and return the kernels in effect (:func:`cpu_kernels`).
@@ -58,7 +63,7 @@ def pin_reference_kernels() -> str:
     operation (a test suite: at the top of its ``conftest.py``); warns when torch already runs
     other kernels than asked. Child processes inherit the variables.
     """
-    if platform.machine().lower() not in {"x86_64", "amd64"}:
+    if not on_x86():
         return cpu_kernels()
     os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
     os.environ.setdefault("MKL_ENABLE_INSTRUCTIONS", "AVX2")
@@ -125,18 +130,23 @@ def install(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
+def _used_file(path: Path) -> Path:
+    """The ``<entry>.used`` file beside the entry folder ``path``."""
+    return path.with_name(path.name + ".used")
+
+
 def mark_used(path: Path) -> None:
     """Record that the cache entry at ``path`` was used now (a ``<entry>.used`` file beside it;
     best effort: a read-only cache is left as it is). :func:`clear` can then drop the entries no
     run has used for a while."""
     with contextlib.suppress(OSError):
-        path.with_name(path.name + ".used").touch()
+        _used_file(path).touch()
 
 
 def last_used(path: Path) -> float:
     """When the entry at ``path`` was last used (:func:`mark_used`) or else built, as a POSIX
     timestamp (0.0 if unknown)."""
-    for f in (path.with_name(path.name + ".used"), path / "zoo.json"):
+    for f in (_used_file(path), path / "zoo.json"):
         try:
             return f.stat().st_mtime
         except OSError:
@@ -194,5 +204,5 @@ def clear(name: str | None = None, *, unused_days: float | None = None) -> int:
     paths = select_entries(name, unused_days=unused_days)
     for d in paths:
         shutil.rmtree(d)
-        d.with_name(d.name + ".used").unlink(missing_ok=True)
+        _used_file(d).unlink(missing_ok=True)
     return len(paths)

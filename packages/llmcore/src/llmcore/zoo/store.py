@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from llmcore.errors import ConfigError
+from llmcore.errors import ConfigError, QualityGateError
 from llmcore.zoo.cache import (
     REFERENCE_KERNELS,
     build_lock,
@@ -35,6 +35,7 @@ from llmcore.zoo.cache import (
     install,
     library_versions,
     mark_used,
+    on_x86,
     recipe_key,
 )
 
@@ -83,13 +84,7 @@ def _entry(meta: dict[str, Any], path: Path, from_cache: bool) -> ZooEntry:
 def _note_kernels(exc: BaseException) -> None:
     """On x86, add to a quality-gate failure that the build ran other CPU kernels than this
     project's gates were calibrated with, and how to pin them (the gate may hold with those)."""
-    import platform
-
-    from llmcore.errors import QualityGateError
-
-    if not isinstance(exc, QualityGateError):
-        return
-    if platform.machine().lower() not in {"x86_64", "amd64"}:
+    if not isinstance(exc, QualityGateError) or not on_x86():
         return
     kernels = cpu_kernels()
     if kernels != REFERENCE_KERNELS:
